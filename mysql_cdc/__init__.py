@@ -1,0 +1,68 @@
+"""pyspark-mysql-cdc: lock-free, parallel, exactly-once change data capture from MySQL and MariaDB into Spark.
+
+``import mysql_cdc`` is cheap: pyspark and the drivers load only when a function needs them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mysql_cdc.errors import (
+    BinlogError,
+    ChunkKeyError,
+    ConfigError,
+    ConnectError,
+    MysqlCdcError,
+    PrivilegeError,
+    ServerSettingError,
+    StateError,
+    TableError,
+    UnsupportedTypeError,
+)
+from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile, parse_options
+
+__all__ = [
+    "OPTIONS",
+    "BinlogError",
+    "CdcOptions",
+    "ChunkKeyError",
+    "ConfigError",
+    "ConnectError",
+    "ConnectionProfile",
+    "MysqlCdcError",
+    "PrivilegeError",
+    "ServerSettingError",
+    "StateError",
+    "TableError",
+    "UnsupportedTypeError",
+    "parse_options",
+    "plan_chunks",
+    "register",
+]
+
+__version__ = "0.1.0"
+
+
+def register(spark: Any, profiles: Any = None, *, ship_code: bool | None = None) -> None:
+    """Register the SQL functions and the data source on a classic or Spark Connect session.
+    See :func:`mysql_cdc.register.register`."""
+    from mysql_cdc.register import register as _register
+
+    _register(spark, profiles, ship_code=ship_code)
+
+
+def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[str, Any]]:
+    """The chunk table as Python dicts (the same rows as ``mysql_cdc_chunks``), planned on this machine.
+
+    ``profile`` is a :class:`ConnectionProfile` or a ``mysql://user:password@host:port`` URL; ``options`` are
+    the options of the option table (``tables`` at least).
+    """
+    from mysql_cdc.options import profile_from_url
+    from planner.plan import plan_tables
+    from udtf.spark import CHUNK_TABLE_DDL, chunk_row
+
+    prof = profile_from_url(profile) if isinstance(profile, str) else profile
+    opts = parse_options(options)
+    _, plans = plan_tables(prof, opts)
+    names = [part.strip().split(" ")[0] for part in CHUNK_TABLE_DDL.split(", ")]
+    return [dict(zip(names, chunk_row(c))) for p in plans for c in p.chunks]

@@ -1,0 +1,46 @@
+"""The exception hierarchy: one root, one subclass per kind of cause.
+
+Every message names the bad value (with ``!r``) and says how to fix it. No message ever contains a password.
+"""
+
+from __future__ import annotations
+
+
+class MysqlCdcError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class ConfigError(MysqlCdcError, ValueError):
+    """An option, profile or argument has a bad value."""
+
+
+class ConnectError(MysqlCdcError):
+    """The server could not be reached or refused the login."""
+
+
+class ServerSettingError(MysqlCdcError):
+    """The server runs with a setting that change data capture cannot work with."""
+
+
+class PrivilegeError(MysqlCdcError):
+    """The capture user lacks a privilege it needs."""
+
+
+class TableError(MysqlCdcError):
+    """A table pattern matched nothing, or a table cannot be captured as it is defined."""
+
+
+class ChunkKeyError(TableError):
+    """A table has no usable chunk key (no primary key and no valid configured chunk key)."""
+
+
+class UnsupportedTypeError(MysqlCdcError):
+    """A column type has no faithful Spark representation."""
+
+
+class BinlogError(MysqlCdcError):
+    """The binlog could not be read as needed (purged files, lost connection, unexpected events)."""
+
+
+class StateError(MysqlCdcError):
+    """Recorded progress is missing, unreadable or inconsistent."""

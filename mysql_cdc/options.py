@@ -1,0 +1,222 @@
+"""Options: parsed once into a validated frozen dataclass; :data:`OPTIONS` is the one table of key, type,
+default and meaning (the README's option table is generated from it and checked by a test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from mysql_cdc.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    key: str
+    type: type
+    default: Any
+    meaning: str
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("source", str, None, "name of a connection profile (see Connection profiles)"),
+    OptionSpec("host", str, None, "server host, instead of a profile (data source options only)"),
+    OptionSpec("port", int, 3306, "server port, with host"),
+    OptionSpec("user", str, None, "login user, with host"),
+    OptionSpec("password", str, None, "login password, with host (data source options only, never SQL)"),
+    OptionSpec("tables", str, None, "comma-separated regular expressions matched against 'db.table'"),
+    OptionSpec("table", str, None, "one table as 'db.table' (snapshot function, data source)"),
+    OptionSpec("chunk_size", int, 8096, "rows per chunk"),
+    OptionSpec("chunk_key", str, None, "comma-separated NOT NULL columns to split tables without primary key"),
+    OptionSpec("split_factor_lower", float, 0.05, "lowest (max-min+1)/rows for evenly sized integer chunks"),
+    OptionSpec("split_factor_upper", float, 1000.0, "highest (max-min+1)/rows for evenly sized integer chunks"),
+    OptionSpec("server_id_range", str, "5400-5499", "replica server ids for binlog readers, 'first-last'"),
+    OptionSpec("watermark", str, "auto",
+               "auto | snapshot (MariaDB) | gtid (MySQL with GTIDs) | position (plain, can lose rows)"),
+    OptionSpec("state_dir", str, None, "where chunk watermarks are recorded (path or URI); unset: not recorded"),
+    OptionSpec("fetch_size", int, 8192, "rows per Arrow batch read from the server"),
+    OptionSpec("connect_timeout", float, 10.0, "seconds to wait for a connection"),
+    OptionSpec("tinyint1_as_boolean", bool, False, "map TINYINT(1) to BOOLEAN instead of TINYINT"),
+)
+_SPECS = {s.key: s for s in OPTIONS}
+WATERMARKS = ("auto", "snapshot", "gtid", "position")
+
+
+@dataclass(frozen=True)
+class ConnectionProfile:
+    host: str
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    connect_timeout: float = 10.0
+
+    def __repr__(self) -> str:  # never show the password
+        return f"ConnectionProfile(host={self.host!r}, port={self.port!r}, user={self.user!r})"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class CdcOptions:
+    source: str | None = None
+    host: str | None = None
+    port: int = 3306
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tables: str | None = None
+    table: str | None = None
+    chunk_size: int = 8096
+    chunk_key: str | None = None
+    split_factor_lower: float = 0.05
+    split_factor_upper: float = 1000.0
+    server_id_range: str = "5400-5499"
+    watermark: str = "auto"
+    state_dir: str | None = None
+    fetch_size: int = 8192
+    connect_timeout: float = 10.0
+    tinyint1_as_boolean: bool = False
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "password")
+        return f"CdcOptions({shown})"
+
+    @property
+    def server_ids(self) -> range:
+        m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", self.server_id_range)
+        if not m or int(m.group(1)) < 1 or int(m.group(2)) < int(m.group(1)) or int(m.group(2)) >= 2**32:
+            raise ConfigError(f"bad server_id_range {self.server_id_range!r}; expected 'first-last' "
+                              "with 1 <= first <= last < 2^32, e.g. '5400-5499'")
+        return range(int(m.group(1)), int(m.group(2)) + 1)
+
+    @property
+    def chunk_key_columns(self) -> tuple[str, ...]:
+        return tuple(c.strip() for c in (self.chunk_key or "").split(",") if c.strip())
+
+    @property
+    def table_patterns(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in (self.tables or "").split(",") if p.strip())
+
+
+def _coerce(spec: OptionSpec, value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        if spec.type is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("true", "1", "yes", "on"):
+                return True
+            if text in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(text)
+        if spec.type is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+        return spec.type(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"option {spec.key!r} must be a {spec.type.__name__}, got {value!r}") from None
+
+
+def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
+    """Validate a mapping of option names (case-insensitive) to values into :class:`CdcOptions`."""
+    values: dict[str, Any] = {}
+    for k, v in raw.items():
+        key = k.strip().lower()
+        spec = _SPECS.get(key)
+        if spec is None:
+            raise ConfigError(f"unknown option {k!r}; known options: {', '.join(sorted(_SPECS))}")
+        coerced = _coerce(spec, v)
+        if coerced is not None:
+            values[key] = coerced
+    opts = CdcOptions(**values)
+    if opts.chunk_size < 1:
+        raise ConfigError(f"chunk_size must be >= 1, got {opts.chunk_size!r}")
+    if opts.fetch_size < 1:
+        raise ConfigError(f"fetch_size must be >= 1, got {opts.fetch_size!r}")
+    if not 0 < opts.split_factor_lower <= opts.split_factor_upper:
+        raise ConfigError(f"split factors must satisfy 0 < lower <= upper, got "
+                          f"{opts.split_factor_lower!r} and {opts.split_factor_upper!r}")
+    if opts.watermark not in WATERMARKS:
+        raise ConfigError(f"bad watermark {opts.watermark!r}; expected one of {', '.join(WATERMARKS)}")
+    if opts.connect_timeout <= 0:
+        raise ConfigError(f"connect_timeout must be > 0 seconds, got {opts.connect_timeout!r}")
+    opts.server_ids  # noqa: B018 - validates the range
+    for p in opts.table_patterns:
+        try:
+            re.compile(p)
+        except re.error as e:
+            raise ConfigError(f"bad table pattern {p!r}: {e}; patterns are Python regular expressions "
+                              "matched against 'db.table'") from e
+    return opts
+
+
+# ---- connection profiles ----
+
+PROFILE_ENV_PREFIX = "MYSQL_CDC_PROFILE_"
+PROFILES_FILE_ENV = "MYSQL_CDC_PROFILES_FILE"
+
+
+def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
+    """``mysql://user:password@host:port`` (user and password URL-encoded)."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("mysql", "mariadb") or not u.hostname:
+        raise ConfigError(f"profile {name!r}: expected a URL like mysql://user:password@host:3306 "
+                          f"(scheme {u.scheme!r}, host {u.hostname!r})")
+    return ConnectionProfile(host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or "root"),
+                             password=urllib.parse.unquote(u.password or ""))
+
+
+def profile_from_mapping(d: Mapping[str, Any], name: str = "?") -> ConnectionProfile:
+    unknown = set(d) - {"host", "port", "user", "password", "connect_timeout"}
+    if unknown or "host" not in d:
+        raise ConfigError(f"profile {name!r}: needs 'host' and may have port, user, password, connect_timeout; "
+                          f"unknown keys {sorted(unknown)!r}")
+    try:
+        return ConnectionProfile(host=str(d["host"]), port=int(d.get("port", 3306)), user=str(d.get("user", "root")),
+                                 password=str(d.get("password", "")),
+                                 connect_timeout=float(d.get("connect_timeout", 10.0)))
+    except (TypeError, ValueError):
+        raise ConfigError(f"profile {name!r}: port and connect_timeout must be numbers") from None
+
+
+def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile] | None = None
+                    ) -> ConnectionProfile:
+    """The connection to use: inline host/user/password options, else the named profile (registered with
+    ``register(spark, profiles=...)``, else ``$MYSQL_CDC_PROFILE_<NAME>`` as a URL, else the JSON file named by
+    ``$MYSQL_CDC_PROFILES_FILE``)."""
+    timeout = opts.connect_timeout
+    if opts.host:
+        if opts.source:
+            raise ConfigError(f"give either source={opts.source!r} or host={opts.host!r}, not both")
+        return ConnectionProfile(opts.host, opts.port, opts.user or "root", opts.password or "", timeout)
+    if not opts.source:
+        raise ConfigError("no connection: set source => '<profile>' (or the data source options host, user, "
+                          "password)")
+    name = opts.source
+    prof: ConnectionProfile | None = (registered or {}).get(name)
+    if prof is None:
+        env = os.environ.get(PROFILE_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name).upper())
+        if env:
+            prof = profile_from_url(env, name)
+    if prof is None and os.environ.get(PROFILES_FILE_ENV):
+        path = os.environ[PROFILES_FILE_ENV]
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise ConfigError(f"cannot read profiles file {path!r} (from ${PROFILES_FILE_ENV}): "
+                              f"{type(e).__name__}") from None
+        if name in data:
+            prof = profile_from_mapping(data[name], name)
+    if prof is None:
+        raise ConfigError(
+            f"unknown connection profile {name!r}; register it with mysql_cdc.register(spark, "
+            f"profiles={{{name!r}: ...}}), or set ${PROFILE_ENV_PREFIX}{re.sub(r'[^A-Za-z0-9]', '_', name).upper()}"
+            f"=mysql://user:password@host:port, or add it to the JSON file named by ${PROFILES_FILE_ENV}")
+    if timeout != prof.connect_timeout and opts.connect_timeout != 10.0:
+        prof = ConnectionProfile(prof.host, prof.port, prof.user, prof.password, timeout)
+    return prof

@@ -1,0 +1,248 @@
+"""Chunks: half-open primary-key ranges that partition a table's key space.
+
+Pure logic, no driver and no pyspark. A chunk covers keys ``start <= key < end`` (tuples compared in the
+server's order); ``start=None`` is open below, ``end=None`` open above. The chunks of a table are contiguous:
+chunk ``i``'s end is chunk ``i+1``'s start, the first is open below and the last open above, so every key lies
+in exactly one chunk (contract C1).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from mysql_cdc.errors import ConfigError
+
+Key = tuple[Any, ...]
+
+
+def quote_ident(name: str) -> str:
+    """Quote a MySQL identifier with backticks, doubling any backtick inside.
+
+    >>> quote_ident("my`table")
+    '`my``table`'
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(frozen=True, order=True)
+class TableId:
+    database: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{_id_part(self.database)}.{_id_part(self.table)}"
+
+    def quoted(self) -> str:
+        return f"{quote_ident(self.database)}.{quote_ident(self.table)}"
+
+    @classmethod
+    def parse(cls, text: str) -> TableId:
+        """Parse ``db.table``; a part holding ``.``, ``:`` or a backtick is written in backticks.
+
+        >>> TableId.parse("shop.orders"), TableId.parse("`my.db`.t")
+        (TableId(database='shop', table='orders'), TableId(database='my.db', table='t'))
+        """
+        parts, rest = _split_ident_parts(text, 2)
+        if rest or len(parts) != 2:
+            raise ConfigError(f"bad table name {text!r}; expected 'database.table'")
+        return cls(parts[0], parts[1])
+
+
+def _id_part(name: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_$\-]+", name):
+        return name
+    return quote_ident(name)
+
+
+def _split_ident_parts(text: str, count: int) -> tuple[list[str], str]:
+    """Read up to ``count`` dot-separated identifiers (bare or backticked); return them and the unread rest."""
+    parts: list[str] = []
+    i = 0
+    while len(parts) < count and i <= len(text):
+        if i < len(text) and text[i] == "`":
+            j = i + 1
+            buf = []
+            while True:
+                k = text.find("`", j)
+                if k < 0:
+                    raise ConfigError(f"bad identifier in {text!r}: unclosed backtick")
+                if text[k + 1 : k + 2] == "`":
+                    buf.append(text[j : k + 1])
+                    j = k + 2
+                    continue
+                buf.append(text[j:k])
+                i = k + 1
+                break
+            parts.append("".join(buf))
+        else:
+            m = re.match(r"[^.:`]+", text[i:])
+            if not m:
+                break
+            parts.append(m.group(0))
+            i += m.end()
+        if len(parts) < count and i < len(text) and text[i] == ".":
+            i += 1
+        else:
+            break
+    return parts, text[i:]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One key range of one table. ``index`` counts from 0 in key order."""
+
+    table: TableId
+    index: int
+    key_columns: tuple[str, ...]
+    start: Key | None
+    end: Key | None
+
+    @property
+    def id(self) -> str:
+        return chunk_id(self.table, self.index)
+
+
+def chunk_id(table: TableId, index: int) -> str:
+    """``db.table:17``.
+
+    >>> chunk_id(TableId("shop", "orders"), 17)
+    'shop.orders:17'
+    """
+    return f"{table}:{index}"
+
+
+def parse_chunk_id(text: str) -> tuple[TableId, int]:
+    """Inverse of :func:`chunk_id`.
+
+    >>> parse_chunk_id("shop.orders:17")
+    (TableId(database='shop', table='orders'), 17)
+    """
+    parts, rest = _split_ident_parts(text, 2)
+    m = re.fullmatch(r":(\d+)", rest)
+    if len(parts) != 2 or not m:
+        raise ConfigError(f"bad chunk id {text!r}; expected 'database.table:N'")
+    return TableId(parts[0], parts[1]), int(m.group(1))
+
+
+def even_bounds(min_key: int, max_key: int, approx_rows: int, chunk_size: int,
+                lower: float, upper: float) -> list[int] | None:
+    """Inner boundaries of evenly sized chunks for an integral key, or ``None`` when the keys are too
+    unevenly spread (distribution factor outside ``[lower, upper]``).
+
+    The factor is ``(max - min + 1) / approx_rows``; the step is ``max(int(factor * chunk_size), 1)``.
+    Boundaries are ``min + step, min + 2*step, ...`` below ``max``... each becomes the exclusive end of one
+    chunk and the start of the next; the first chunk is open below and the last open above.
+
+    >>> even_bounds(1, 100, 100, 25, 0.05, 1000.0)
+    [26, 51, 76]
+    >>> even_bounds(1, 10**9, 10, 5, 0.05, 1000.0) is None   # factor 1e8: uneven split instead
+    True
+    """
+    if chunk_size < 1:
+        raise ConfigError(f"chunk_size must be >= 1, got {chunk_size!r}")
+    if approx_rows <= 0:
+        return None
+    factor = (max_key - min_key + 1) / approx_rows
+    if not (lower <= factor <= upper):
+        return None
+    step = max(int(factor * chunk_size), 1)
+    bounds = []
+    b = min_key + step
+    while b <= max_key:
+        bounds.append(b)
+        b += step
+    return bounds
+
+
+def chunks_from_bounds(table: TableId, key_columns: tuple[str, ...], bounds: list[Key]) -> list[Chunk]:
+    """Contiguous chunks from strictly increasing inner boundaries: ``(-inf, b0), [b0, b1), ..., [bn, +inf)``.
+
+    >>> [(c.start, c.end) for c in chunks_from_bounds(TableId("d", "t"), ("id",), [(10,), (20,)])]
+    [(None, (10,)), ((10,), (20,)), ((20,), None)]
+    """
+    edges: list[Key | None] = [None, *bounds, None]
+    return [Chunk(table, i, key_columns, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+# ---- JSON-safe encoding of key values (chunk table columns, state files) ----
+
+def encode_value(v: Any) -> Any:
+    """A key value as a small JSON-safe item; :func:`decode_value` inverts it exactly."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return {"bool": v}
+    if isinstance(v, int):
+        return v if -(2**53) < v < 2**53 else {"int": str(v)}
+    if isinstance(v, Decimal):
+        return {"dec": str(v)}
+    if isinstance(v, float):
+        return {"float": repr(v)}
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bytes | bytearray):
+        return {"bin": base64.b64encode(bytes(v)).decode("ascii")}
+    if isinstance(v, dt.datetime):
+        return {"datetime": v.isoformat()}
+    if isinstance(v, dt.date):
+        return {"date": v.isoformat()}
+    if isinstance(v, dt.timedelta):
+        return {"time_us": (v.days * 86400 + v.seconds) * 1_000_000 + v.microseconds}
+    if isinstance(v, dt.time):
+        return {"clock": v.isoformat()}
+    raise ConfigError(f"cannot encode key value {v!r} of type {type(v).__name__}")
+
+
+def decode_value(item: Any) -> Any:
+    if item is None or isinstance(item, int | str) and not isinstance(item, bool):
+        return item
+    if isinstance(item, dict) and len(item) == 1:
+        (tag, val), = item.items()
+        if tag == "bool":
+            return bool(val)
+        if tag == "int":
+            return int(val)
+        if tag == "dec":
+            return Decimal(val)
+        if tag == "float":
+            return float(val)
+        if tag == "bin":
+            return base64.b64decode(val)
+        if tag == "datetime":
+            return dt.datetime.fromisoformat(val)
+        if tag == "date":
+            return dt.date.fromisoformat(val)
+        if tag == "time_us":
+            return dt.timedelta(microseconds=int(val))
+        if tag == "clock":
+            return dt.time.fromisoformat(val)
+    raise ConfigError(f"cannot decode key value {item!r}")
+
+
+def encode_key(key: Key | None) -> str | None:
+    """A key tuple as compact JSON text (``None`` stays ``None``: an open end).
+
+    >>> encode_key((1, "a")), decode_key('[1,"a"]')
+    ('[1,"a"]', (1, 'a'))
+    """
+    if key is None:
+        return None
+    return json.dumps([encode_value(v) for v in key], separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_key(text: str | None) -> Key | None:
+    if text is None:
+        return None
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"bad chunk bound {text!r}: not JSON") from e
+    if not isinstance(items, list):
+        raise ConfigError(f"bad chunk bound {text!r}: expected a JSON list")
+    return tuple(decode_value(i) for i in items)

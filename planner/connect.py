@@ -1,0 +1,112 @@
+"""Connections to the source server, with errors that name the cause and never the password.
+
+Two drivers: pymysql (planner, metadata, binlog library) and mysqlclient/MySQLdb (the chunk SELECT hot path,
+about 6x faster than pymysql here). Every session runs with ``time_zone = '+00:00'`` so TIMESTAMP values
+and bounds round-trip as UTC whatever the server's zone.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from mysql_cdc.errors import ConnectError
+from mysql_cdc.options import ConnectionProfile
+
+_SESSION_INIT = "SET SESSION time_zone = '+00:00'"
+
+
+def _describe(p: ConnectionProfile) -> str:
+    return f"{p.user!r}@{p.host}:{p.port}"
+
+
+def connect_error(p: ConnectionProfile, exc: BaseException) -> ConnectError:
+    """Map a driver error at login time to one clear :class:`ConnectError` (no password in it)."""
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if code == 1045:
+        return ConnectError(f"login refused for {_describe(p)}: wrong user or password (server error 1045); "
+                            "check the connection profile's user and password")
+    if code == 1049:
+        return ConnectError(f"unknown database on {p.host}:{p.port}: {exc.args[1] if len(exc.args) > 1 else ''}")
+    if code in (2003, 2002, 2005, 2013) or isinstance(exc, OSError | socket.timeout):
+        return ConnectError(f"cannot reach MySQL at {p.host}:{p.port} within {p.connect_timeout:g} s "
+                            f"({type(exc).__name__}: {exc.args[1] if len(exc.args) > 1 else exc}); check host, "
+                            "port and that the server is running")
+    return ConnectError(f"cannot connect as {_describe(p)}: {type(exc).__name__} {code}")
+
+
+def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool = True, **kw: Any
+            ) -> pymysql.connections.Connection:
+    """A pymysql connection in UTC."""
+    try:
+        conn = pymysql.connect(
+            host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
+            connect_timeout=max(1, int(round(p.connect_timeout))), autocommit=autocommit,
+            cursorclass=pymysql.cursors.DictCursor if dict_cursor else pymysql.cursors.Cursor,
+            init_command=_SESSION_INIT, **kw)
+    except pymysql.err.MySQLError as e:
+        raise connect_error(p, e) from None
+    except OSError as e:
+        raise connect_error(p, e) from None
+    return conn
+
+
+def connect_fast(p: ConnectionProfile) -> Any:
+    """A mysqlclient (MySQLdb) connection in UTC, for streaming chunk SELECTs."""
+    import MySQLdb
+
+    try:
+        conn = MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
+                               connect_timeout=max(1, int(round(p.connect_timeout))), autocommit=True,
+                               init_command=_SESSION_INIT)
+    except MySQLdb.MySQLError as e:
+        raise connect_error(p, e) from None
+    return conn
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What kind of server this is and how it writes its binlog."""
+
+    flavor: str  # "mysql" or "mariadb"
+    version: tuple[int, int, int]
+    version_text: str
+    variables: dict[str, str]
+
+    @property
+    def gtid_mode(self) -> bool:
+        return self.flavor == "mysql" and self.variables.get("gtid_mode", "OFF").upper() == "ON"
+
+    @property
+    def status_sql(self) -> str:
+        """The statement that shows the binlog end: renamed in MySQL 8.2."""
+        if self.flavor == "mysql" and self.version >= (8, 2, 0):
+            return "SHOW BINARY LOG STATUS"
+        return "SHOW MASTER STATUS"
+
+
+FACT_VARIABLES = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode",
+                  "server_id", "binlog_checksum")
+
+
+def server_facts(conn: Any) -> ServerFacts:
+    cur = conn.cursor()
+    cur.execute("SELECT VERSION()")
+    text = str(cur.fetchone()[0])
+    names = ", ".join(f"'{n}'" for n in FACT_VARIABLES)
+    cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+    variables = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+    cur.close()
+    nums = [int(x) for x in text.split("-")[0].split(".")[:3] if x.isdigit()]
+    while len(nums) < 3:
+        nums.append(0)
+    flavor = "mariadb" if "mariadb" in text.lower() else "mysql"
+    return ServerFacts(flavor, (nums[0], nums[1], nums[2]), text, variables)
+
+
+ConnectionFactory = Callable[[ConnectionProfile], Any]

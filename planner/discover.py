@@ -1,0 +1,89 @@
+"""Discover the captured tables: match ``db.table`` patterns, read columns, primary keys and chunk keys."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pymysql
+
+from mysql_cdc.errors import ChunkKeyError, PrivilegeError, TableError
+from planner.chunks import TableId
+from planner.schema import ColumnInfo, TableSchema
+
+SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+def match_tables(conn: Any, patterns: Sequence[str]) -> list[TableId]:
+    """Base tables whose ``db.table`` fully matches one of the regular expressions, sorted."""
+    if not patterns:
+        raise TableError("no tables given: set tables => 'db.table' (comma-separated regular expressions)")
+    cur = conn.cursor()
+    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+                "AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s)", SYSTEM_SCHEMAS)
+    found = sorted(TableId(str(d), str(t)) for d, t in cur.fetchall())
+    cur.close()
+    regexes = [re.compile(p) for p in patterns]
+    out = [t for t in found if any(r.fullmatch(f"{t.database}.{t.table}") for r in regexes)]
+    if not out:
+        raise TableError(f"the table pattern(s) {', '.join(map(repr, patterns))} match no table the capture user "
+                         "can see; patterns are regular expressions over 'db.table' (e.g. 'shop\\.orders' or "
+                         "'shop\\..*'), and the user needs SELECT on the tables")
+    return out
+
+
+def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = ()) -> TableSchema:
+    """Columns, primary key and chunk key of one table.
+
+    The chunk key is the whole primary key; for a table without one, the configured ``chunk_key`` columns
+    (which must exist and be NOT NULL; they need not be unique).
+    """
+    cur = conn.cursor()
+    cur.execute(
+        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, "
+        "NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, EXTRA "
+        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (table.database, table.table))
+    cols = []
+    for name, dtype, ctype, nullable, cs, coll, prec, scale, dprec, extra in cur.fetchall():
+        cols.append(ColumnInfo(
+            name=str(name), data_type=str(dtype).lower(), column_type=str(ctype).lower(),
+            nullable=str(nullable).upper() == "YES", charset=cs, collation=coll,
+            numeric_precision=None if prec is None else int(prec),
+            numeric_scale=None if scale is None else int(scale),
+            datetime_precision=None if dprec is None else int(dprec),
+            generated="GENERATED" in str(extra or "").upper()))
+    if not cols:
+        raise TableError(f"table {str(table)!r} does not exist or the capture user cannot see its columns")
+    cur.execute(
+        "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+        "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", (table.database, table.table))
+    pk = tuple(str(r[0]) for r in cur.fetchall())
+    try:
+        cur.execute(f"SELECT 1 FROM {table.quoted()} LIMIT 0")
+        cur.fetchall()
+    except pymysql.err.MySQLError as e:
+        if e.args and e.args[0] in (1142, 1143, 1044):
+            raise PrivilegeError(f"the capture user may not SELECT from {str(table)!r} (server error "
+                                 f"{e.args[0]}): GRANT SELECT ON {table.quoted()} TO the user") from None
+        raise
+    finally:
+        cur.close()
+    by_name = {c.name: c for c in cols}
+    if pk:
+        key = pk
+    elif chunk_key:
+        key = tuple(chunk_key)
+        for k in key:
+            if k not in by_name:
+                raise ChunkKeyError(f"chunk key column {k!r} is not a column of {str(table)!r}; columns are "
+                                    f"{', '.join(by_name)}")
+            if by_name[k].nullable:
+                raise ChunkKeyError(f"chunk key column {k!r} of {str(table)!r} is nullable; a chunk key must be "
+                                    "NOT NULL (rows with NULL keys would fall in no chunk): choose a NOT NULL "
+                                    "column or add a primary key")
+    else:
+        raise ChunkKeyError(f"table {str(table)!r} has no primary key and no chunk key: add a primary key, or "
+                            "set chunk_key => '<NOT NULL column>' to split it")
+    return TableSchema(table=table, columns=tuple(cols), primary_key=pk, chunk_key=key)

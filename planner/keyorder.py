@@ -1,0 +1,73 @@
+"""Compare chunk keys as the server does.
+
+Integers, DECIMAL, binary strings, temporal values and floats order the same in Python and on the server.
+Strings under a collation do not ('a' = 'A' under a case-insensitive collation, accents, PAD SPACE), so their
+sort keys come from the server's ``WEIGHT_STRING()`` for the column's collation: comparing those byte strings
+in Python is comparing as the server does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from mysql_cdc.errors import ChunkKeyError
+from planner.chunks import Key
+from planner.schema import ColumnInfo, TableSchema
+
+_BATCH = 200
+
+
+def _text_expr(col: ColumnInfo) -> str:
+    cs = col.charset or "utf8mb4"
+    coll = col.collation or ""
+    if not re.fullmatch(r"[A-Za-z0-9_]+", cs) or (coll and not re.fullmatch(r"[A-Za-z0-9_]+", coll)):
+        raise ChunkKeyError(f"column {col.name!r} has an unexpected charset/collation {cs!r}/{coll!r}")
+    return f"WEIGHT_STRING(CONVERT(%s USING {cs})" + (f" COLLATE {coll})" if coll else ")")
+
+
+class KeyOrder:
+    """Sort keys for one table's chunk key: Python values, with server weights for collated strings."""
+
+    def __init__(self, schema: TableSchema) -> None:
+        cols = [schema.column(c) for c in schema.chunk_key]
+        for c in cols:
+            if c.data_type in ("enum", "set", "json", "geometry") or c.data_type in ("blob", "text"):
+                raise ChunkKeyError(f"column {c.name!r} of {str(schema.table)!r} has type {c.column_type!r}, "
+                                    "which cannot be a chunk key; use a primary key or chunk_key of another type")
+        self._text = [i for i, c in enumerate(cols) if c.is_text]
+        self._exprs = {i: _text_expr(cols[i]) for i in self._text}
+
+    @property
+    def needs_server(self) -> bool:
+        return bool(self._text)
+
+    def sort_keys(self, conn: Any, keys: Sequence[Key]) -> list[tuple[Any, ...]]:
+        """One sort key per key; a server round trip per 200 keys when the key has collated strings."""
+        if not self._text:
+            return [tuple(k) for k in keys]
+        out = [list(k) for k in keys]
+        cells = [(r, i) for r in range(len(keys)) for i in self._text]
+        cur = conn.cursor()
+        try:
+            for lo in range(0, len(cells), _BATCH):
+                part = cells[lo:lo + _BATCH]
+                sql = "SELECT " + ", ".join(self._exprs[i] for _, i in part)
+                cur.execute(sql, [_as_text(keys[r][i]) for r, i in part])
+                row = cur.fetchone()
+                for (r, i), w in zip(part, row):
+                    out[r][i] = bytes(w) if w is not None else b""
+        finally:
+            cur.close()
+        return [tuple(k) for k in out]
+
+    def equal(self, conn: Any, a: Key, b: Key) -> bool:
+        if tuple(a) == tuple(b):
+            return True
+        sa, sb = self.sort_keys(conn, [a, b])
+        return sa == sb
+
+
+def _as_text(v: Any) -> Any:
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes | bytearray) else v

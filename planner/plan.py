@@ -1,0 +1,56 @@
+"""The planner's whole job for a set of tables: connect, validate, discover, split."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mysql_cdc.options import CdcOptions, ConnectionProfile
+from planner.chunks import Chunk, TableId
+from planner.connect import ServerFacts, connect, server_facts
+from planner.discover import match_tables, table_schema
+from planner.schema import TableSchema
+from planner.splitter import split_table
+from planner.validate import check_privileges, check_server
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    schema: TableSchema
+    chunks: tuple[Chunk, ...]
+
+
+def inspect_server(conn: Any) -> ServerFacts:
+    """Server facts, validated (version, binlog settings, privileges)."""
+    facts = server_facts(conn)
+    check_server(facts)
+    check_privileges(conn, facts)
+    return facts
+
+
+def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
+                   connector: Callable[[ConnectionProfile], Any] = connect) -> tuple[ServerFacts, TableSchema]:
+    conn = connector(profile)
+    try:
+        facts = inspect_server(conn)
+        return facts, table_schema(conn, TableId.parse(table), opts.chunk_key_columns)
+    finally:
+        conn.close()
+
+
+def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
+                connector: Callable[[ConnectionProfile], Any] = connect) -> tuple[ServerFacts, list[TablePlan]]:
+    """Validate the server and split every matched table (``opts.tables`` patterns, or exact ``tables``)."""
+    conn = connector(profile)
+    try:
+        facts = inspect_server(conn)
+        ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns)
+        plans = []
+        for t in ids:
+            schema = table_schema(conn, t, opts.chunk_key_columns)
+            chunks = split_table(conn, schema, opts.chunk_size, opts.split_factor_lower, opts.split_factor_upper)
+            plans.append(TablePlan(schema, tuple(chunks)))
+        return facts, plans
+    finally:
+        conn.close()

@@ -1,0 +1,65 @@
+"""What the planner learns about a table: its columns (as the server describes them) and its keys.
+
+Pure data, no driver. Filled by :mod:`planner.discover` from ``information_schema``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.chunks import TableId
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    data_type: str  # lower case, as information_schema.COLUMNS.DATA_TYPE: "int", "varchar", "decimal", ...
+    column_type: str  # full type text, e.g. "bigint unsigned", "decimal(65,30)", "enum('a','b')", "tinyint(1)"
+    nullable: bool
+    charset: str | None = None
+    collation: str | None = None
+    numeric_precision: int | None = None
+    numeric_scale: int | None = None
+    datetime_precision: int | None = None
+    generated: bool = False
+
+    @property
+    def unsigned(self) -> bool:
+        return "unsigned" in self.column_type.lower()
+
+    @property
+    def is_integral(self) -> bool:
+        return self.data_type in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
+
+    @property
+    def is_text(self) -> bool:
+        """A string compared under a (possibly case- or accent-insensitive) collation."""
+        return (self.data_type in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set")
+                and self.charset not in (None, "binary"))
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    table: TableId
+    columns: tuple[ColumnInfo, ...]
+    primary_key: tuple[str, ...]
+    chunk_key: tuple[str, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> ColumnInfo:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def positions(self, names: tuple[str, ...]) -> tuple[int, ...]:
+        idx = {c.name: i for i, c in enumerate(self.columns)}
+        return tuple(idx[n] for n in names)
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """Columns that identify a row under correction: the primary key, else every column."""
+        return self.primary_key or self.column_names

@@ -1,0 +1,152 @@
+"""Durable records of finished chunks (their watermarks), readable and writable from driver and executors.
+
+Layout under the state directory (a local path or a pyarrow filesystem URI such as ``s3://bucket/prefix``)::
+
+    chunks/<db>.<table>/<index>.json     one record per finished chunk, written once
+
+A chunk is recorded only after its rows were handed on (contract C5). When a retried task records a chunk
+again, the FIRST record stays: a re-read chunk sees a newer high watermark, and replaying the binlog from the
+first one onto newer rows converges, while moving it forward could drop changes whose rows were already
+emitted by the first attempt (DESIGN.md section 6). On a local path the first-wins write is atomic
+(``link``); on other filesystems it is check-then-write, which is enough for one writer per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from mysql_cdc.errors import StateError
+from planner.chunks import Chunk, TableId, chunk_id, decode_key, encode_key
+from state.offsets import BinlogOffset
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    table: TableId
+    index: int
+    key_columns: tuple[str, ...]
+    start: str | None  # encoded key (planner.chunks.encode_key)
+    end: str | None
+    low: BinlogOffset
+    high: BinlogOffset
+    rows: int
+    finished_at: float
+
+    @property
+    def id(self) -> str:
+        return chunk_id(self.table, self.index)
+
+    def chunk(self) -> Chunk:
+        return Chunk(self.table, self.index, self.key_columns, decode_key(self.start), decode_key(self.end))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"database": self.table.database, "table": self.table.table, "index": self.index,
+                "key_columns": list(self.key_columns), "start": self.start, "end": self.end,
+                "low": self.low.to_dict(), "high": self.high.to_dict(), "rows": self.rows,
+                "finished_at": self.finished_at}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChunkRecord:
+        try:
+            return cls(TableId(d["database"], d["table"]), int(d["index"]), tuple(d["key_columns"]), d["start"],
+                       d["end"], BinlogOffset.from_dict(d["low"]), BinlogOffset.from_dict(d["high"]),
+                       int(d["rows"]), float(d["finished_at"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise StateError(f"bad chunk record {d!r}: {e}") from e
+
+    @classmethod
+    def of(cls, chunk: Chunk, low: BinlogOffset, high: BinlogOffset, rows: int) -> ChunkRecord:
+        return cls(chunk.table, chunk.index, chunk.key_columns, encode_key(chunk.start), encode_key(chunk.end),
+                   low, high, rows, time.time())
+
+
+def _safe(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+class StateStore:
+    def __init__(self, location: str) -> None:
+        self.location = location
+        parsed = urllib.parse.urlsplit(location)
+        self._local = parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt")
+        if self._local:
+            self._root = parsed.path if parsed.scheme == "file" else location
+            self._fs = None
+        else:
+            import pyarrow.fs as pafs
+
+            try:
+                self._fs, self._root = pafs.FileSystem.from_uri(location)
+            except Exception as e:
+                raise StateError(f"cannot open state location {location!r}: {e}") from e
+
+    def _chunk_dir(self, table: TableId) -> str:
+        return f"{self._root.rstrip('/')}/chunks/{_safe(table.database)}.{_safe(table.table)}"
+
+    def record_chunk(self, rec: ChunkRecord) -> ChunkRecord:
+        """Write the record unless one exists already; return the record that is now stored."""
+        path = f"{self._chunk_dir(rec.table)}/{rec.index}.json"
+        data = json.dumps(rec.to_dict(), sort_keys=True).encode()
+        if self._local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    pass
+            finally:
+                os.unlink(tmp)
+        else:
+            assert self._fs is not None
+            import pyarrow.fs as pafs
+
+            if self._fs.get_file_info(path).type == pafs.FileType.NotFound:
+                self._fs.create_dir(os.path.dirname(path), recursive=True)
+                with self._fs.open_output_stream(path) as f:
+                    f.write(data)
+        stored = self._read(path)
+        assert stored is not None
+        return stored
+
+    def _read(self, path: str) -> ChunkRecord | None:
+        try:
+            if self._local:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            else:
+                assert self._fs is not None
+                with self._fs.open_input_stream(path) as f:
+                    raw = f.read()
+        except FileNotFoundError:
+            return None
+        try:
+            return ChunkRecord.from_dict(json.loads(raw))
+        except json.JSONDecodeError as e:
+            raise StateError(f"chunk record {path!r} is not valid JSON: {e}") from e
+
+    def chunk_records(self, table: TableId) -> list[ChunkRecord]:
+        """Every recorded chunk of the table, by index."""
+        d = self._chunk_dir(table)
+        names: list[str] = []
+        if self._local:
+            if os.path.isdir(d):
+                names = [n for n in os.listdir(d) if n.endswith(".json") and not n.startswith(".")]
+        else:
+            assert self._fs is not None
+            import pyarrow.fs as pafs
+
+            infos = self._fs.get_file_info(pafs.FileSelector(d, allow_not_found=True))
+            names = [os.path.basename(i.path) for i in infos if i.path.endswith(".json")]
+        recs = [self._read(f"{d}/{n}") for n in names]
+        return sorted((r for r in recs if r is not None), key=lambda r: r.index)

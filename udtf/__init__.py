@@ -1,0 +1,1 @@
+"""What Spark executes: snapshot reader, correction rule, value conversion, UDTF and data-source classes."""

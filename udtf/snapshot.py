@@ -1,0 +1,254 @@
+"""The snapshot reader: one chunk between a low and a high watermark, corrected to the high watermark.
+
+Watermarks are exact per server (DESIGN.md section 4), never the seeds' plain binlog position unless asked:
+
+- ``snapshot`` (MariaDB): ``START TRANSACTION WITH CONSISTENT SNAPSHOT``, then ``binlog_snapshot_file`` /
+  ``binlog_snapshot_position``, which match the transaction's read view exactly. The chunk SELECTed in that
+  transaction is the table at that position: low = high, no backfill, rows stream straight out.
+- ``gtid`` (MySQL with GTIDs): low = executed GTID set before the read view opens, high = executed set after
+  the SELECT; the backfill replays the transactions in high - low (GTID auto-positioning from low).
+- ``position`` (MySQL without GTIDs; the seeds' method): binlog end before and after, backfill between. A
+  transaction written to the binlog but not yet committed in the engine while the low watermark is taken is
+  lost by this method; it is here for servers without GTIDs, with a warning, and so tests can show the loss.
+
+Memory is bounded by the chunk: the ``snapshot`` strategy streams batches; the others hold one chunk's rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mysql_cdc.errors import ConfigError, ServerSettingError
+from mysql_cdc.options import CdcOptions, ConnectionProfile
+from planner.chunks import Chunk
+from planner.connect import ServerFacts, connect_fast
+from planner.keyorder import KeyOrder
+from planner.schema import TableSchema
+from planner.sql import select_chunk_sql
+from state.offsets import BinlogOffset, GtidSet
+from udtf.binlog_events import (
+    claimed_server_id,
+    gtid_window_done,
+    position_window_done,
+    read_row_changes,
+)
+from udtf.convert import binlog_row_converter, value_converter
+from udtf.correct import RowChange, correct_chunk
+
+log = logging.getLogger("mysql_cdc")
+Columns = list[list[Any]]  # one list per table column, canonical values
+
+
+@dataclass
+class Hooks:
+    """Test hooks between snapshot phases: after the low watermark (read view open, before the SELECT) and
+    before the high watermark (after the SELECT)."""
+
+    after_low_watermark: Callable[[Chunk], None] | None = None
+    before_high_watermark: Callable[[Chunk], None] | None = None
+
+
+def choose_strategy(facts: ServerFacts, requested: str) -> str:
+    if requested == "auto":
+        if facts.flavor == "mariadb":
+            return "snapshot"
+        if facts.gtid_mode:
+            return "gtid"
+        log.warning("MySQL without GTIDs: falling back to plain binlog-position watermarks, which can miss a "
+                    "transaction that is in the binlog but not yet committed while a chunk starts; enable "
+                    "gtid_mode=ON and enforce_gtid_consistency=ON for exact watermarks")
+        return "position"
+    if requested == "snapshot" and facts.flavor != "mariadb":
+        raise ConfigError("watermark 'snapshot' needs MariaDB (binlog_snapshot_position); use 'auto' or 'gtid'")
+    if requested == "gtid" and not facts.gtid_mode:
+        raise ServerSettingError(f"watermark 'gtid' needs MySQL with gtid_mode=ON; server {facts.version_text!r} "
+                                 f"has gtid_mode={facts.variables.get('gtid_mode')!r}")
+    return requested
+
+
+@dataclass
+class ChunkRead:
+    """The result of reading one chunk: its watermarks and its corrected rows as column batches."""
+
+    chunk: Chunk
+    low: BinlogOffset
+    high: BinlogOffset
+    batches: Iterator[Columns]
+    rows: int = 0
+    corrected: int = field(default=0)  # binlog row changes applied by the correction
+
+
+def _columnar(rows: list[tuple[Any, ...]], convs: list[Any], width: int) -> Columns:
+    cols: Columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
+    for i, f in convs:
+        col = cols[i]
+        cols[i] = [None if v is None else f(v) for v in col]
+    return cols
+
+
+class SnapshotReader:
+    def __init__(self, profile: ConnectionProfile, schema: TableSchema, facts: ServerFacts, opts: CdcOptions,
+                 hooks: Hooks | None = None, connect: Callable[[ConnectionProfile], Any] = connect_fast) -> None:
+        self.profile = profile
+        self.schema = schema
+        self.facts = facts
+        self.opts = opts
+        self.hooks = hooks or Hooks()
+        self.connect = connect
+        self.strategy = choose_strategy(facts, opts.watermark)
+        self.key_order = KeyOrder(schema)
+        self._convs = [(i, f) for i, c in enumerate(schema.columns)
+                       if (f := value_converter(c, opts.tinyint1_as_boolean)) is not None]
+
+    # -- watermarks --
+    def _binlog_end(self, conn: Any, kind: str) -> BinlogOffset:
+        cur = conn.cursor()
+        cur.execute(self.facts.status_sql)
+        row = cur.fetchone()
+        cur.close()
+        if row is None:
+            raise ServerSettingError("the server reports no binlog position: enable log_bin")
+        gtids = str(row[4]).replace("\n", "") if len(row) > 4 and row[4] is not None else None
+        return BinlogOffset(str(row[0]), int(row[1]), gtids if self.facts.flavor == "mysql" else None, kind)
+
+    def _snapshot_position(self, conn: Any) -> BinlogOffset:
+        cur = conn.cursor()
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        vals = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+        cur.close()
+        return BinlogOffset(vals["binlog_snapshot_file"], int(vals["binlog_snapshot_position"]), None, "snapshot")
+
+    # -- reading --
+    def read(self, chunk: Chunk) -> ChunkRead:
+        if chunk.table != self.schema.table:
+            raise ConfigError(f"chunk {chunk.id!r} is not of table {str(self.schema.table)!r}")
+        conn = self.connect(self.profile)
+        try:
+            if self.strategy == "snapshot":
+                return self._read_streaming(conn, chunk)
+            return self._read_with_backfill(conn, chunk)
+        except BaseException:
+            conn.close()
+            raise
+
+    def _select(self, conn: Any, chunk: Chunk) -> Iterator[list[tuple[Any, ...]]]:
+        import MySQLdb.cursors
+
+        sql, params = select_chunk_sql(chunk, self.schema.column_names)
+        cur = conn.cursor(MySQLdb.cursors.SSCursor)
+        try:
+            cur.execute(sql, params)
+            while True:
+                rows = cur.fetchmany(self.opts.fetch_size)
+                if not rows:
+                    break
+                yield list(rows)
+        finally:
+            cur.close()
+
+    def _read_streaming(self, conn: Any, chunk: Chunk) -> ChunkRead:
+        conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        pos = self._snapshot_position(conn)
+        if self.hooks.after_low_watermark:
+            self.hooks.after_low_watermark(chunk)
+        width = len(self.schema.columns)
+        result = ChunkRead(chunk, pos, pos, iter(()))
+
+        def gen() -> Iterator[Columns]:
+            try:
+                for rows in self._select(conn, chunk):
+                    result.rows += len(rows)
+                    yield _columnar(rows, self._convs, width)
+                if self.hooks.before_high_watermark:
+                    self.hooks.before_high_watermark(chunk)
+                conn.query("COMMIT")
+            finally:
+                conn.close()
+
+        result.batches = gen()
+        return result
+
+    def _read_with_backfill(self, conn: Any, chunk: Chunk) -> ChunkRead:
+        kind = "gtid" if self.strategy == "gtid" else "position"
+        low = self._binlog_end(conn, kind)
+        conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        if self.hooks.after_low_watermark:
+            self.hooks.after_low_watermark(chunk)
+        rows: list[tuple[Any, ...]] = []
+        for batch in self._select(conn, chunk):
+            rows.extend(batch)
+        conn.query("COMMIT")
+        if self.hooks.before_high_watermark:
+            self.hooks.before_high_watermark(chunk)
+        high = self._binlog_end(conn, kind)
+        width = len(self.schema.columns)
+        cols = _columnar(rows, self._convs, width)
+        changes = self._backfill(low, high)
+        result = ChunkRead(chunk, low, high, iter(()), rows=len(rows))
+        if changes:
+            fixed = self._correct(conn, chunk, list(zip(*cols)) if rows else [], changes)
+            result.corrected = len(changes)
+            result.rows = len(fixed)
+            cols = [list(c) for c in zip(*fixed)] if fixed else [[] for _ in range(width)]
+        conn.close()
+        fetch = self.opts.fetch_size
+
+        def gen() -> Iterator[Columns]:
+            n = len(cols[0]) if cols else 0
+            for lo in range(0, n, fetch):
+                yield [c[lo:lo + fetch] for c in cols]
+
+        result.batches = gen()
+        return result
+
+    def _backfill(self, low: BinlogOffset, high: BinlogOffset) -> list[RowChange]:
+        if self.strategy == "gtid":
+            needed = high.gtid_set().difference(low.gtid_set())
+            if not needed:
+                return []
+            done = gtid_window_done(needed)
+            keep: Callable[[Any], bool] = lambda r: r.gtid is not None and needed.contains_gtid(r.gtid)  # noqa: E731
+        else:
+            if high.sort_key()[:3] <= low.sort_key()[:3]:
+                return []
+            done = position_window_done(high)
+            target = high.sort_key()[:3]
+            keep = lambda r: BinlogOffset(r.file, r.pos).sort_key()[:3] <= target  # noqa: E731
+        conv = binlog_row_converter(self.schema.columns, self.opts.tinyint1_as_boolean)
+        changes: list[RowChange] = []
+        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+            for r in read_row_changes(self.profile, sid, low, {self.schema.table}, flavor=self.facts.flavor,
+                                      use_gtid=self.strategy == "gtid", done=done):
+                if keep(r):
+                    changes.append(RowChange(r.op, None if r.before is None else conv(r.before),
+                                             None if r.after is None else conv(r.after)))
+        return changes
+
+    def _correct(self, conn: Any, chunk: Chunk, rows: list[tuple[Any, ...]], changes: list[RowChange]
+                 ) -> list[tuple[Any, ...]]:
+        key_pos = self.schema.positions(self.schema.chunk_key)
+        id_pos = self.schema.positions(self.schema.identity)
+        images = [img for ch in changes for img in (ch.before, ch.after) if img is not None]
+        keys = [tuple(_plain(img[i]) for i in key_pos) for img in images]
+        bounds = [b for b in (chunk.start, chunk.end) if b is not None]
+        sks = self.key_order.sort_keys(conn, [*keys, *bounds]) if (keys or bounds) else []
+        sk_of = {id(img): sk for img, sk in zip(images, sks)}
+        start_sk = sks[len(keys)] if chunk.start is not None else None
+        end_sk = sks[-1] if chunk.end is not None else None
+
+        def in_chunk(img: tuple[Any, ...]) -> bool:
+            sk = sk_of[id(img)]
+            return (start_sk is None or sk >= start_sk) and (end_sk is None or sk < end_sk)
+
+        return correct_chunk(rows, changes, identity=lambda r: tuple(r[i] for i in id_pos), in_chunk=in_chunk)
+
+
+def _plain(v: Any) -> Any:
+    """A canonical value back in the form chunk bounds are held in (naive UTC datetimes)."""
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return v
