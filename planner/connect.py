@@ -42,17 +42,22 @@ def connect_error(p: ConnectionProfile, exc: BaseException) -> ConnectError:
 
 def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool = True, **kw: Any
             ) -> pymysql.connections.Connection:
-    """A pymysql connection in UTC."""
+    """A pymysql connection in UTC. The connect timeout bounds the whole login (a host that accepts the TCP
+    connection but never answers fails too), later reads have no timeout unless ``read_timeout`` is given."""
+    timeout = max(1, int(round(p.connect_timeout)))
+    read_timeout = kw.pop("read_timeout", None)
     try:
         conn = pymysql.connect(
             host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
-            connect_timeout=max(1, int(round(p.connect_timeout))), autocommit=autocommit,
+            connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout, autocommit=autocommit,
             cursorclass=pymysql.cursors.DictCursor if dict_cursor else pymysql.cursors.Cursor,
             init_command=_SESSION_INIT, **kw)
     except pymysql.err.MySQLError as e:
         raise connect_error(p, e) from None
     except OSError as e:
         raise connect_error(p, e) from None
+    conn._read_timeout = read_timeout
+    conn._write_timeout = None
     return conn
 
 

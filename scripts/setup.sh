@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install everything the project needs on a fresh Debian machine (idempotent):
+# system packages (MariaDB 10.11, debootstrap, the C client library for mysqlclient), the Python venv with the
+# project's dependencies, and the Oracle MySQL 9.7 chroot. The package itself is NOT installed into the venv:
+# the code runs from the checkout (PYTHONPATH), so a Spark Connect server started from this venv does not
+# have it and tests prove that register() ships it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server mariadb-client)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+dpkg -s libmariadb-dev >/dev/null 2>&1 || need+=(libmariadb-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing system packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # never start the packaged MariaDB service; tests run private instances
+  if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; fi
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+py="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+stamp=.venv/.deps-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  deps=$(.venv/bin/python - <<'PY'
+import tomllib
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["optional-dependencies"]["bench"]))
+PY
+)
+  mapfile -t reqs <<<"$deps"
+  .venv/bin/python -m pip install -q "${reqs[@]}"
+  touch "$stamp"
+fi
+bash scripts/provision_mysql.sh

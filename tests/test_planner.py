@@ -1,0 +1,255 @@
+"""The planner on real servers: validation errors (C6), discovery, and chunk coverage per key kind (C1)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from mysql_cdc.errors import ChunkKeyError, ConnectError, PrivilegeError, ServerSettingError, TableError
+from mysql_cdc.options import ConnectionProfile, parse_options
+from planner.chunks import Chunk, TableId
+from planner.connect import ServerFacts
+from planner.plan import plan_tables
+from planner.sql import chunk_where
+from planner.validate import check_server
+from tests.helpers import insert_rows
+from tests.servers import ServerInfo
+
+rng = random.Random(7)
+
+
+def _plan(profile: ConnectionProfile, pattern: str, **opts: Any) -> list[Chunk]:
+    _, plans = plan_tables(profile, parse_options({"tables": pattern, **opts}))
+    assert len(plans) == 1
+    return list(plans[0].chunks)
+
+
+def _keys_per_chunk(root: Any, chunks: list[Chunk], cols: list[str]) -> list[list[tuple[Any, ...]]]:
+    out = []
+    qcols = ", ".join(f"`{c}`" for c in cols)
+    cur = root.cursor()
+    for c in chunks:
+        where, params = chunk_where(c)
+        cur.execute(f"SELECT {qcols} FROM {c.table.quoted()} WHERE {where}", params)
+        out.append([tuple(r) for r in cur.fetchall()])
+    cur.close()
+    return out
+
+
+def _strings() -> list[str]:
+    words = ["apple", "Banana", "cherry", "DATE", "éclair", "Zebra", "zoo", "a", "B", "ß", "Ärger", "über",
+             "Ω", "😀x", "space ", "tab\t", "", "0", "10", "9"]
+    extra = [f"k{i:03d}{'AbC'[i % 3]}" for i in range(60)]
+    return words + extra
+
+
+KEY_KINDS: dict[str, tuple[str, list[Any]]] = {
+    "signed_bigint": ("BIGINT", [-(2**63), -(2**63) + 1, -5, 0, 3, 2**63 - 2, 2**63 - 1]
+                      + rng.sample(range(-(10**6), 10**6), 80)),
+    "unsigned_bigint": ("BIGINT UNSIGNED", [0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2, 2**64 - 1]
+                        + [2**63 + rng.randrange(10**12) for _ in range(80)]),
+    "dense_int": ("INT", list(range(1, 301))),  # evenly sized chunks
+    "decimal": ("DECIMAL(30,10)", sorted({Decimal(rng.randrange(-10**15, 10**15)) / Decimal(10**7)
+                                          for _ in range(90)})),
+    "varchar_ci": ("VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci", _strings()),
+    "varchar_0900": ("VARCHAR(40) CHARACTER SET utf8mb4", _strings()),  # server default collation
+    "latin1_ci": ("VARCHAR(40) CHARACTER SET latin1", [s for s in _strings() if s.encode("latin1", "ignore")
+                                                       .decode("latin1") == s]),
+    "varbinary": ("VARBINARY(16)", [b"", b"\x00", b"\x00\x00", b"\x01", b"\x7f", b"\x80", b"\xff", b"\xff\xff"]
+                  + [rng.randbytes(rng.randrange(1, 16)) for _ in range(80)]),
+    "datetime": ("DATETIME(6)", [dt.datetime(1000, 1, 1), dt.datetime(1970, 1, 1), dt.datetime(9999, 12, 31, 23, 59,
+                                                                                           59, 999999)]
+                 + [dt.datetime(2000, 1, 1) + dt.timedelta(microseconds=rng.randrange(10**15)) for _ in range(80)]),
+    "date": ("DATE", [dt.date(2020, 1, 1) + dt.timedelta(days=i * 3) for i in range(90)]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KEY_KINDS))
+def test_chunks_partition_the_key_space(info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
+                                        kind: str) -> None:
+    sqltype, values = KEY_KINDS[kind]
+    if kind == "varchar_0900" and info.kind == "mariadb":
+        sqltype = "VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+    cur = root.cursor()
+    cur.execute(f"CREATE TABLE t (k {sqltype} NOT NULL PRIMARY KEY, n INT)")
+    for v in values:  # the server decides which values collide under its collation
+        cur.execute("INSERT IGNORE INTO t VALUES (%s, 1)", (v,))
+    cur.execute("SELECT k FROM t")
+    all_keys = sorted(tuple(r) for r in cur.fetchall())
+    cur.close()
+    assert len(all_keys) > 20
+    chunks = _plan(profile, f"{db}\\.t", chunk_size=7)
+    assert len(chunks) >= 3
+    assert chunks[0].start is None and chunks[-1].end is None
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+    per_chunk = _keys_per_chunk(root, chunks, ["k"])
+    flat = [k for ks in per_chunk for k in ks]
+    assert sorted(flat) == all_keys, "every key lies in exactly one chunk"
+    if kind != "dense_int":
+        assert max(len(ks) for ks in per_chunk) <= 7
+
+
+def test_composite_key_chunks(profile: ConnectionProfile, db: str, root: Any) -> None:
+    root.cursor().execute("CREATE TABLE t (a INT NOT NULL, b VARCHAR(10) COLLATE utf8mb4_general_ci NOT NULL, "
+                          "c INT, PRIMARY KEY (a, b))")
+    rows = [(a, b, 0) for a in range(5) for b in ["x", "Y", "z", "A", "b", "é", "F"]]
+    insert_rows(root, "t", ["a", "b", "c"], rows)
+    chunks = _plan(profile, f"{db}\\.t", chunk_size=4)
+    assert chunks[0].key_columns == ("a", "b")
+    per_chunk = _keys_per_chunk(root, chunks, ["a", "b"])
+    assert sorted(k for ks in per_chunk for k in ks) == sorted((a, b) for a, b, _ in rows)
+    assert max(len(ks) for ks in per_chunk) <= 4
+
+
+def test_no_primary_key_needs_a_not_null_chunk_key(profile: ConnectionProfile, db: str, root: Any) -> None:
+    cur = root.cursor()
+    cur.execute("CREATE TABLE nopk (g INT NOT NULL, maybe INT NULL, v VARCHAR(5))")
+    insert_rows(root, "nopk", ["g", "maybe", "v"], [(i // 10, i, "x") for i in range(100)])  # g repeats 10x
+    with pytest.raises(ChunkKeyError, match="no primary key and no chunk key"):
+        _plan(profile, f"{db}\\.nopk")
+    with pytest.raises(ChunkKeyError, match="'maybe'.*nullable"):
+        _plan(profile, f"{db}\\.nopk", chunk_key="maybe")
+    with pytest.raises(ChunkKeyError, match="'nope' is not a column"):
+        _plan(profile, f"{db}\\.nopk", chunk_key="nope")
+    chunks = _plan(profile, f"{db}\\.nopk", chunk_key="g", chunk_size=15)
+    per_chunk = _keys_per_chunk(root, chunks, ["g", "maybe"])
+    assert sorted(k for ks in per_chunk for k in ks) == sorted((i // 10, i) for i in range(100))
+    # equal keys never straddle two chunks
+    groups = [{g for g, _ in ks} for ks in per_chunk]
+    assert all(not (a & b) for i, a in enumerate(groups) for b in groups[i + 1:])
+
+
+def test_empty_and_one_row_tables_are_one_chunk(profile: ConnectionProfile, db: str, root: Any) -> None:
+    cur = root.cursor()
+    cur.execute("CREATE TABLE e (id INT PRIMARY KEY)")
+    cur.execute("CREATE TABLE o (id VARCHAR(5) PRIMARY KEY)")
+    cur.execute("INSERT INTO o VALUES ('x')")
+    for t in ("e", "o"):
+        chunks = _plan(profile, f"{db}\\.{t}", chunk_size=1)
+        assert [(c.start, c.end) for c in chunks] == [(None, None)]
+
+
+def test_pattern_matching_no_table(profile: ConnectionProfile, db: str, root: Any) -> None:
+    root.cursor().execute("CREATE TABLE present (id INT PRIMARY KEY)")
+    with pytest.raises(TableError, match="match no table"):
+        _plan(profile, f"{db}\\.absent")
+    _, plans = plan_tables(profile, parse_options({"tables": f"{db}\\..*"}))
+    assert [p.schema.table for p in plans] == [TableId(db, "present")]
+
+
+def test_wrong_password_is_one_clear_error(profile: ConnectionProfile) -> None:
+    bad = ConnectionProfile(profile.host, profile.port, profile.user, "not-the-password-42", 5)
+    with pytest.raises(ConnectError, match="wrong user or password") as e:
+        _plan(bad, "x\\.y")
+    assert "not-the-password-42" not in str(e.value) and e.value.__cause__ is None
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[int]:
+    """A TCP port that accepts connections and never answers (a host that hangs)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    yield srv.getsockname()[1]
+    stop.set()
+    t.join()
+    for s in held:
+        s.close()
+    srv.close()
+
+
+def test_unreachable_server_fails_within_the_timeout(silent_listener: int) -> None:
+    prof = ConnectionProfile("127.0.0.1", silent_listener, "cdc", "pw-123", connect_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(ConnectError, match="cannot reach MySQL at 127.0.0.1"):
+        _plan(prof, "x\\.y")
+    assert time.monotonic() - started < 30  # bounded, not hanging (the timeout is 2 s)
+
+
+def test_closed_port_is_one_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConnectError, match=f"cannot reach MySQL at 127.0.0.1:{port}"):
+        _plan(ConnectionProfile("127.0.0.1", port, "cdc", "pw", 2), "x\\.y")
+
+
+@pytest.mark.parametrize("variable,bad,good", [
+    ("binlog_format", "STATEMENT", "ROW"),
+    ("binlog_format", "MIXED", "ROW"),
+    ("binlog_row_image", "MINIMAL", "FULL"),
+    ("binlog_row_image", "NOBLOB", "FULL"),
+    ("binlog_row_metadata", "MINIMAL", "FULL"),
+])
+def test_bad_binlog_settings_stop_with_one_clear_error(info: ServerInfo, profile: ConnectionProfile, db: str,
+                                                       root: Any, variable: str, bad: str, good: str) -> None:
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    cur = root.cursor()
+    cur.execute(f"SET GLOBAL {variable} = %s", (bad,))
+    try:
+        with pytest.raises(ServerSettingError, match=f"{variable} is '{bad}'.*needs '{good}'"):
+            _plan(profile, f"{db}\\.t")
+    finally:
+        cur.execute(f"SET GLOBAL {variable} = %s", (good,))
+    assert _plan(profile, f"{db}\\.t")
+
+
+def _facts(**over: Any) -> ServerFacts:
+    variables = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
+    flavor = over.pop("flavor", "mysql")
+    version = over.pop("version", (8, 4, 0))
+    variables.update(over)
+    return ServerFacts(flavor, version, ".".join(map(str, version)), variables)
+
+
+def test_server_checks_without_a_server() -> None:
+    check_server(_facts())
+    check_server(_facts(flavor="mariadb", version=(10, 5, 0)))
+    with pytest.raises(ServerSettingError, match="log_bin is 'OFF'.*log-bin"):
+        check_server(_facts(log_bin="OFF"))
+    with pytest.raises(ServerSettingError, match="too old: MySQL >= 8.0.0"):
+        check_server(_facts(version=(5, 7, 44)))
+    with pytest.raises(ServerSettingError, match="too old: MariaDB >= 10.5.0"):
+        check_server(_facts(flavor="mariadb", version=(10, 4, 30)))
+
+
+@pytest.mark.parametrize("grants,message", [
+    ("SELECT, REPLICATION SLAVE", "cannot run 'SHOW"),
+    ("SELECT, REPLICATION CLIENT", "lacks REPLICATION SLAVE"),
+    ("REPLICATION CLIENT, REPLICATION SLAVE", "may not SELECT|no SELECT privilege"),
+])
+def test_missing_privileges(info: ServerInfo, db: str, root: Any, grants: str, message: str) -> None:
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    user = f"weak{abs(hash(grants)) % 10**6}"
+    cur = root.cursor()
+    cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'Weak-pw-1'")
+    try:
+        cur.execute(f"GRANT {grants} ON *.* TO '{user}'@'%'")
+        if "SELECT" not in grants.split(", "):
+            cur.execute(f"GRANT SHOW VIEW ON `{db}`.* TO '{user}'@'%'")  # sees the table, cannot read it
+        prof = ConnectionProfile(info.host, info.port, user, "Weak-pw-1", 5)
+        with pytest.raises((PrivilegeError, TableError), match=message):
+            _plan(prof, f"{db}\\.t")
+    finally:
+        cur.execute(f"DROP USER '{user}'@'%'")

@@ -1,0 +1,166 @@
+"""The snapshot reader on real servers: corrected chunks equal the table at their high watermark (C2)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mysql_cdc.options import ConnectionProfile, parse_options
+from planner.chunks import Chunk
+from planner.plan import plan_tables
+from tests.conftest import wait_until
+from tests.helpers import Writer, binlog_end, insert_rows
+from tests.servers import ServerInfo, ServerProcess
+from udtf.snapshot import ChunkRead, Hooks, SnapshotReader
+
+
+def _setup_table(root: Any) -> dict[int, str]:
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20) NOT NULL)")
+    model = {i: f"v{i}" for i in range(2, 201, 2)}  # even keys 2..200: odd keys are free for inserts
+    insert_rows(root, "t", ["id", "v"], sorted(model.items()))
+    return model
+
+
+def _read(profile: ConnectionProfile, db: str, chunk_index: int, hooks: Hooks | None = None, **opts: Any
+          ) -> tuple[Chunk, ChunkRead, list[tuple[Any, ...]]]:
+    options = parse_options({"tables": f"{db}\\.t", "chunk_size": 50, **opts})
+    facts, plans = plan_tables(profile, options)
+    chunk = plans[0].chunks[chunk_index]
+    reader = SnapshotReader(profile, plans[0].schema, facts, options, hooks=hooks)
+    read = reader.read(chunk)
+    rows = [r for cols in read.batches for r in zip(*cols)]
+    return chunk, read, rows
+
+
+def _in(chunk: Chunk, k: int) -> bool:
+    return (chunk.start is None or (k,) >= chunk.start) and (chunk.end is None or (k,) < chunk.end)
+
+
+Op = tuple[str, tuple[Any, ...], Callable[[dict[int, str]], None]]
+
+
+def _ops_after_low() -> list[Op]:
+    def put(k: int, v: str) -> Callable[[dict[int, str]], None]:
+        return lambda m: m.__setitem__(k, v)
+
+    def move(a: int, b: int) -> Callable[[dict[int, str]], None]:
+        return lambda m: m.__setitem__(b, m.pop(a))
+
+    return [
+        ("UPDATE t SET v = %s WHERE id = %s", ("changed", 60), put(60, "changed")),
+        ("DELETE FROM t WHERE id = %s", (70,), lambda m: m.pop(70)),
+        ("INSERT INTO t VALUES (%s, %s)", (75, "new"), put(75, "new")),
+        ("INSERT INTO t VALUES (%s, %s)", (181, "outside"), put(181, "outside")),
+        ("UPDATE t SET id = %s WHERE id = %s", (77, 160), move(160, 77)),  # moves a key into the chunk
+        ("INSERT INTO t VALUES (%s, %s)", (71, "reinserted"), put(71, "reinserted")),
+    ]
+
+
+def _ops_before_high() -> list[Op]:
+    return [
+        ("UPDATE t SET id = %s WHERE id = %s", (171, 80), lambda m: m.__setitem__(171, m.pop(80))),  # moves out
+        ("DELETE FROM t WHERE id = %s", (75,), lambda m: m.pop(75)),
+        ("INSERT INTO t VALUES (%s, %s)", (75, "again"), lambda m: m.__setitem__(75, "again")),
+        ("UPDATE t SET v = %s WHERE id = %s", ("twice", 60), lambda m: m.__setitem__(60, "twice")),
+    ]
+
+
+@pytest.mark.parametrize("watermark", ["auto", "position"])
+def test_writes_between_watermarks_are_corrected(server: ServerProcess, info: ServerInfo, profile: ConnectionProfile,
+                                                 db: str, root: Any, watermark: str) -> None:
+    model = _setup_table(root)
+    state0 = dict(model)
+    writer_conn = info.connect(root=True, database=db)
+    writer = Writer(writer_conn)
+    fns: list[Callable[[dict[int, str]], None]] = []
+
+    def run(ops: list[Op]) -> Callable[[Chunk], None]:
+        def hook(_: Chunk) -> None:
+            for sql, params, fn in ops:
+                writer(sql, *params)
+                fns.append(fn)
+        return hook
+
+    hooks = Hooks(after_low_watermark=run(_ops_after_low()), before_high_watermark=run(_ops_before_high()))
+    # chunk 1 of keys 2..200 with chunk_size 50 (even split: step 50) covers [52, 102)
+    chunk, read, rows = _read(profile, db, 1, hooks, watermark=watermark)
+    writer_conn.close()
+    assert chunk.start == (52,) and chunk.end == (102,)
+    expected = dict(state0)
+    covered = [w.covered_by(read.high) for w in writer.writes]
+    assert covered == sorted(covered, reverse=True), "covered writes must be a prefix"
+    for fn, cov in zip(fns, covered):
+        if cov:
+            fn(expected)
+    assert sorted(rows) == sorted((k, v) for k, v in expected.items() if _in(chunk, k))
+    if info.kind == "mysql":
+        # the SELECT could not see the writes made after its read view opened: the backfill fixed them
+        assert all(covered) and read.corrected > 0
+        assert (75, "again") in rows and (77, "v160") in rows and (80, "v80") not in rows
+    else:
+        if watermark == "auto":
+            # MariaDB's consistent-snapshot position: the chunk is exact at its read view, before the writes
+            assert not any(covered) and read.low == read.high and read.corrected == 0
+            assert (60, "v60") in rows
+
+
+def test_held_transaction_is_never_claimed(server: ServerProcess, info: ServerInfo, profile: ConnectionProfile,
+                                           db: str, root: Any) -> None:
+    """A transaction written to the binlog but not yet committed in the engine (held by semi-synchronous
+    replication) while a chunk is read: the exact watermark never claims it without its row; the seeds' plain
+    position method does (it loses the row)."""
+    _setup_table(root)
+    outcomes = {}
+    for i, watermark in enumerate(["auto", "position"]):
+        key = 61 + 2 * i  # odd key inside chunk [52, 102)
+        _, _, gtids_before = binlog_end(root)
+        file0, pos0, _ = binlog_end(root)
+        server.enable_semisync(timeout_ms=8000)
+        held = threading.Thread(target=_insert_autocommit, args=(info, db, key))
+        try:
+            held.start()
+
+            def in_window() -> bool:
+                f, p, _ = binlog_end(root)
+                return (f, p) != (file0, pos0)
+
+            wait_until(in_window, 10, "the held INSERT to reach the binlog")
+            cur = root.cursor()
+            cur.execute("SELECT COUNT(*) FROM t WHERE id = %s", (key,))
+            assert cur.fetchone()[0] == 0, "the held row must not be visible yet"
+            held_end = binlog_end(root)
+            _, read, rows = _read(profile, db, 1, watermark=watermark)
+            cur.execute("SELECT COUNT(*) FROM t WHERE id = %s", (key,))
+            still_held = cur.fetchone()[0] == 0
+            cur.close()
+        finally:
+            held.join(30)
+            server.disable_semisync()
+        assert still_held, "the transaction must stay held while the chunk is read (raise the semi-sync timeout)"
+        _, _, gtids_after = binlog_end(root)
+        if read.high.kind == "gtid":
+            from state.offsets import GtidSet
+
+            txn = GtidSet.parse(gtids_after).difference(GtidSet.parse(gtids_before))
+            assert txn.count() == 1
+            claimed = txn.issubset(read.high.gtid_set())
+        else:
+            claimed = (held_end[0], held_end[1]) <= (read.high.file, read.high.pos)
+        has_row = any(r[0] == key for r in rows)
+        outcomes[watermark] = (has_row, claimed)
+    has_row, claimed = outcomes["auto"]
+    assert has_row or not claimed, "the exact watermark claimed a transaction whose row it did not read"
+    has_row, claimed = outcomes["position"]
+    assert claimed and not has_row, "expected the seeds' plain method to lose the held row"
+
+
+def _insert_autocommit(info: ServerInfo, db: str, key: int) -> None:
+    conn = info.connect(root=True, database=db)
+    try:
+        conn.autocommit(True)
+        conn.cursor().execute("INSERT INTO t VALUES (%s, 'held')", (key,))
+    finally:
+        conn.close()
