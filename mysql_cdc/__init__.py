@@ -45,8 +45,8 @@ __version__ = "0.1.0"
 
 def register(spark: Any, profiles: Any = None, *, ship_code: bool | None = None) -> None:
     """Register the SQL functions and the data source on a classic or Spark Connect session.
-    See :func:`mysql_cdc.register.register`."""
-    from mysql_cdc.register import register as _register
+    See :func:`mysql_cdc.registration.register`."""
+    from mysql_cdc.registration import register as _register
 
     _register(spark, profiles, ship_code=ship_code)
 

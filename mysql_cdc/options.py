@@ -36,7 +36,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("split_factor_upper", float, 1000.0, "highest (max-min+1)/rows for evenly sized integer chunks"),
     OptionSpec("server_id_range", str, "5400-5499", "replica server ids for binlog readers, 'first-last'"),
     OptionSpec("watermark", str, "auto",
-               "auto | snapshot (MariaDB) | gtid (MySQL with GTIDs) | position (plain, can lose rows)"),
+               "auto, snapshot (MariaDB), gtid (MySQL with GTIDs) or position (plain; can lose rows)"),
     OptionSpec("state_dir", str, None, "where chunk watermarks are recorded (path or URI); unset: not recorded"),
     OptionSpec("fetch_size", int, 8192, "rows per Arrow batch read from the server"),
     OptionSpec("connect_timeout", float, 10.0, "seconds to wait for a connection"),

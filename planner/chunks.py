@@ -200,7 +200,7 @@ def encode_value(v: Any) -> Any:
 
 
 def decode_value(item: Any) -> Any:
-    if item is None or isinstance(item, int | str) and not isinstance(item, bool):
+    if item is None or (isinstance(item, int | str) and not isinstance(item, bool)):
         return item
     if isinstance(item, dict) and len(item) == 1:
         (tag, val), = item.items()

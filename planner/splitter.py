@@ -8,6 +8,7 @@ temporal keys under the server's order, composite keys column by column.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from planner.chunks import Chunk, Key, chunks_from_bounds, even_bounds, quote_ident
@@ -23,8 +24,10 @@ def approx_rows(conn: Any, schema: TableSchema) -> int:
     names = [d[0].lower() for d in cur.description]
     row = cur.fetchone()
     cur.close()
-    value = row[names.index("rows")] if row and "rows" in names else None
-    return int(value or 0)
+    if row and "rows" in names:
+        return int(row[names.index("rows")] or 0)
+    m = re.search(r"rows=(\d+)", str(row[0]) if row else "")  # MySQL 9 explains as a tree by default
+    return int(m.group(1)) if m else 0
 
 
 def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int) -> Key | None:

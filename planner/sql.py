@@ -6,7 +6,9 @@ MariaDB use a range scan on the key's index.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from planner.chunks import Chunk, Key, quote_ident
@@ -52,3 +54,48 @@ def select_chunk_sql(chunk: Chunk, columns: Sequence[str]) -> tuple[str, list[An
     where, params = chunk_where(chunk)
     cols = ", ".join(quote_ident(c) for c in columns)
     return f"SELECT {cols} FROM {chunk.table.quoted()} WHERE {where}", params
+
+
+def sql_literal(v: Any) -> str:
+    """A value as a SQL literal, for drivers without bound parameters (the Arrow-native path).
+
+    Strings and bytes go as hex literals, so no quote, backslash or ``sql_mode`` can change their meaning.
+
+    >>> sql_literal("it's"), sql_literal(b"\\x00"), sql_literal(Decimal("1E+3"))
+    ("_utf8mb4 X'69742773'", "X'00'", '1000')
+    """
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return "_utf8mb4 X'" + v.encode("utf-8").hex() + "'" if v else "''"
+    if isinstance(v, bytes | bytearray):
+        return "X'" + bytes(v).hex() + "'" if v else "_binary''"
+    if isinstance(v, dt.datetime):
+        return "'" + v.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds") + "'"
+    if isinstance(v, dt.date):
+        return "'" + v.isoformat() + "'"
+    if isinstance(v, dt.timedelta):
+        us = (v.days * 86400 + v.seconds) * 1_000_000 + v.microseconds
+        sign, us = ("-" if us < 0 else ""), abs(us)
+        hours, minutes, seconds = us // 3_600_000_000, us // 60_000_000 % 60, us // 1_000_000 % 60
+        return f"'{sign}{hours}:{minutes:02d}:{seconds:02d}.{us % 1_000_000:06d}'"
+    raise TypeError(f"no SQL literal for {v!r} of type {type(v).__name__}")
+
+
+def inline_params(sql: str, params: Sequence[Any]) -> str:
+    """Replace each ``%s`` of text made by this module with the literal of its parameter."""
+    parts = sql.split("%s")
+    if len(parts) != len(params) + 1:
+        raise ValueError(f"{len(parts) - 1} placeholders for {len(params)} parameters")
+    out = [parts[0]]
+    for p, rest in zip(params, parts[1:]):
+        out += [sql_literal(p), rest]
+    return "".join(out)

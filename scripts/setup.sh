@@ -6,17 +6,16 @@
 # have it and tests prove that register() ships it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/provision_mariadb.sh
 need=()
-command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server mariadb-client)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 dpkg -s libmariadb-dev >/dev/null 2>&1 || need+=(libmariadb-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)  # bench: Spark JDBC
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing system packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  # never start the packaged MariaDB service; tests run private instances
-  if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; fi
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi

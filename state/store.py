@@ -13,6 +13,7 @@ emitted by the first attempt (DESIGN.md section 6). On a local path the first-wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -101,10 +102,8 @@ class StateStore:
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
-                try:
+                with contextlib.suppress(FileExistsError):  # first record wins
                     os.link(tmp, path)
-                except FileExistsError:
-                    pass
             finally:
                 os.unlink(tmp)
         else:

@@ -4,6 +4,7 @@ kinds of session)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -167,10 +168,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stop = os.path.join(spark_home, "sbin", "stop-connect-server.sh")
         subprocess.run(["bash", stop], env=env, cwd=str(work), capture_output=True, timeout=60)
         for pidfile in work.glob("*.pid"):
-            try:
+            with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
 
 
 _connect_sessions: dict[str, Any] = {}
@@ -184,9 +183,10 @@ def spark(request: pytest.FixtureRequest) -> Any:
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
         return session
     url = request.getfixturevalue("connect_server")
-    from pyspark.sql import SparkSession
+    # the Connect client's own builder: pyspark's generic one refuses while a classic session is running
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     if url not in _connect_sessions:
-        _connect_sessions[url] = SparkSession.builder.remote(url).getOrCreate()
+        _connect_sessions[url] = RemoteSparkSession.builder.remote(url).getOrCreate()
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     return _connect_sessions[url]

@@ -69,7 +69,7 @@ def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOf
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    settings = {"host": profile.host, "port": profile.port, "user": profile.user, "passwd": profile.password,
+    settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.password,
                 "charset": "utf8mb4", "connect_timeout": max(1, int(round(profile.connect_timeout))),
                 "init_command": "SET SESSION time_zone = '+00:00'"}
     kw: dict[str, Any] = {}

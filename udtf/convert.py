@@ -285,3 +285,56 @@ def binlog_row_converter(columns: tuple[ColumnInfo, ...], tinyint1_as_boolean: b
         return canon(tuple(row))
 
     return conv
+
+
+# ---- Arrow: the snapshot hot path hands Arrow batches to Spark ----
+
+def table_arrow_schema(columns: tuple[ColumnInfo, ...], tinyint1_as_boolean: bool = False) -> pa.Schema:
+    return pa.schema([pa.field(c.name, arrow_type(spark_type(c, tinyint1_as_boolean)), c.nullable)
+                      for c in columns])
+
+
+def columns_to_batch(cols: list[list[Any]], schema: pa.Schema) -> pa.RecordBatch:
+    """Canonical Python values (one list per column) as a record batch of the canonical Arrow schema."""
+    return pa.RecordBatch.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(cols)],
+                                      schema=schema)
+
+
+def batch_to_rows(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
+    """Back to canonical Python row tuples (decimal -> Decimal, TIMESTAMP -> aware UTC datetime, ...)."""
+    return list(zip(*(c.to_pylist() for c in batch.columns)))
+
+
+# Column types the Arrow-native SELECT path (connectorx) reads exactly; others take the mysqlclient path.
+FAST_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
+                        "float", "double", "real", "char", "varchar", "tinytext", "text", "mediumtext", "longtext",
+                        "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "date", "datetime",
+                        "timestamp", "year", "enum", "set"})
+
+
+def fast_select_expr(col: ColumnInfo, quoted: str) -> str | None:
+    """The SELECT expression for the Arrow-native path, or ``None`` when the column needs the other path.
+    DECIMAL travels as text (exact at any precision) and is cast by Arrow."""
+    if col.data_type not in FAST_TYPES:
+        return None
+    if col.data_type in _TEXT and col.charset == "binary":
+        return None
+    if col.data_type in ("decimal", "numeric"):
+        return f"CAST({quoted} AS CHAR)"
+    return quoted
+
+
+def arrow_canonical(table: pa.Table, columns: tuple[ColumnInfo, ...], tinyint1_as_boolean: bool = False
+                    ) -> pa.Table:
+    """Cast the Arrow-native path's columns to the canonical Arrow schema (vectorized, exact)."""
+    schema = table_arrow_schema(columns, tinyint1_as_boolean)
+    arrays = []
+    for i, f in enumerate(schema):
+        arr = table.column(i)
+        if arr.type != f.type:
+            if pa.types.is_timestamp(f.type) and f.type.tz and pa.types.is_timestamp(arr.type) and not arr.type.tz:
+                arr = arr.cast(pa.timestamp("us")).cast(f.type)  # naive UTC (session time_zone +00:00)
+            else:
+                arr = arr.cast(f.type)
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=schema)

@@ -19,8 +19,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
 
 from mysql_cdc.errors import ConfigError, ServerSettingError
 from mysql_cdc.options import CdcOptions, ConnectionProfile
@@ -29,18 +31,25 @@ from planner.connect import ServerFacts, connect_fast
 from planner.keyorder import KeyOrder
 from planner.schema import TableSchema
 from planner.sql import select_chunk_sql
-from state.offsets import BinlogOffset, GtidSet
+from state.offsets import BinlogOffset
 from udtf.binlog_events import (
     claimed_server_id,
     gtid_window_done,
     position_window_done,
     read_row_changes,
 )
-from udtf.convert import binlog_row_converter, value_converter
+from udtf.convert import (
+    arrow_canonical,
+    batch_to_rows,
+    binlog_row_converter,
+    columns_to_batch,
+    table_arrow_schema,
+    value_converter,
+)
 from udtf.correct import RowChange, correct_chunk
+from udtf.fast_select import FastPathUnavailable, fast_columns, fast_select
 
 log = logging.getLogger("mysql_cdc")
-Columns = list[list[Any]]  # one list per table column, canonical values
 
 
 @dataclass
@@ -72,18 +81,20 @@ def choose_strategy(facts: ServerFacts, requested: str) -> str:
 
 @dataclass
 class ChunkRead:
-    """The result of reading one chunk: its watermarks and its corrected rows as column batches."""
+    """The result of reading one chunk: its watermarks and its corrected rows as Arrow record batches in the
+    canonical schema (:func:`udtf.convert.table_arrow_schema`)."""
 
     chunk: Chunk
     low: BinlogOffset
     high: BinlogOffset
-    batches: Iterator[Columns]
+    batches: Iterator[pa.RecordBatch]
     rows: int = 0
-    corrected: int = field(default=0)  # binlog row changes applied by the correction
+    corrected: int = 0  # binlog row changes applied by the correction
+    path: str = "mysqlclient"  # or "arrow" (connectorx)
 
 
-def _columnar(rows: list[tuple[Any, ...]], convs: list[Any], width: int) -> Columns:
-    cols: Columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
+def _columnar(rows: list[tuple[Any, ...]], convs: list[Any], width: int) -> list[list[Any]]:
+    cols: list[list[Any]] = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(width)]
     for i, f in convs:
         col = cols[i]
         cols[i] = [None if v is None else f(v) for v in col]
@@ -91,8 +102,13 @@ def _columnar(rows: list[tuple[Any, ...]], convs: list[Any], width: int) -> Colu
 
 
 class SnapshotReader:
+    """Reads chunks of one table. ``fast`` uses the Arrow-native SELECT (connectorx) where the table's types
+    allow it and no test hook needs a pause inside the read; otherwise, and whenever that path fails, the
+    mysqlclient path reads the same rows."""
+
     def __init__(self, profile: ConnectionProfile, schema: TableSchema, facts: ServerFacts, opts: CdcOptions,
-                 hooks: Hooks | None = None, connect: Callable[[ConnectionProfile], Any] = connect_fast) -> None:
+                 hooks: Hooks | None = None, connect: Callable[[ConnectionProfile], Any] = connect_fast,
+                 fast: bool = True) -> None:
         self.profile = profile
         self.schema = schema
         self.facts = facts
@@ -101,6 +117,8 @@ class SnapshotReader:
         self.connect = connect
         self.strategy = choose_strategy(facts, opts.watermark)
         self.key_order = KeyOrder(schema)
+        self.arrow_schema = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
+        self.fast = fast and fast_columns(schema) is not None
         self._convs = [(i, f) for i, c in enumerate(schema.columns)
                        if (f := value_converter(c, opts.tinyint1_as_boolean)) is not None]
 
@@ -126,6 +144,14 @@ class SnapshotReader:
     def read(self, chunk: Chunk) -> ChunkRead:
         if chunk.table != self.schema.table:
             raise ConfigError(f"chunk {chunk.id!r} is not of table {str(self.schema.table)!r}")
+        if self.strategy == "snapshot" and self.fast and not self.hooks.after_low_watermark \
+                and not self.hooks.before_high_watermark:
+            try:
+                fast = self._read_snapshot_arrow(chunk)
+                if fast is not None:
+                    return fast
+            except FastPathUnavailable as e:
+                log.info("%s; reading it with mysqlclient", e)
         conn = self.connect(self.profile)
         try:
             if self.strategy == "snapshot":
@@ -134,6 +160,26 @@ class SnapshotReader:
         except BaseException:
             conn.close()
             raise
+
+    def _batches(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
+        yield from table.to_batches(max_chunksize=self.opts.fetch_size)
+
+    def _read_snapshot_arrow(self, chunk: Chunk) -> ChunkRead | None:
+        """MariaDB: the consistent-snapshot transaction, its binlog position and the chunk in one statement on
+        one connection. An empty chunk returns no row to carry the position: ``None`` (use the other path)."""
+        status = ("(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
+                  "WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_{}')")
+        table = fast_select(self.profile, self.schema, chunk, pre=["START TRANSACTION WITH CONSISTENT SNAPSHOT"],
+                            extra=[status.format("FILE") + " AS `__snap_file`",
+                                   status.format("POSITION") + " AS `__snap_pos`"])
+        if table.num_rows == 0:
+            return None
+        file = str(table.column("__snap_file")[0].as_py())
+        pos = int(table.column("__snap_pos")[0].as_py())
+        n = len(self.schema.columns)
+        data = arrow_canonical(table.select(list(range(n))), self.schema.columns, self.opts.tinyint1_as_boolean)
+        offset = BinlogOffset(file, pos, None, "snapshot")
+        return ChunkRead(chunk, offset, offset, self._batches(data), rows=data.num_rows, path="arrow")
 
     def _select(self, conn: Any, chunk: Chunk) -> Iterator[list[tuple[Any, ...]]]:
         import MySQLdb.cursors
@@ -158,11 +204,11 @@ class SnapshotReader:
         width = len(self.schema.columns)
         result = ChunkRead(chunk, pos, pos, iter(()))
 
-        def gen() -> Iterator[Columns]:
+        def gen() -> Iterator[pa.RecordBatch]:
             try:
                 for rows in self._select(conn, chunk):
                     result.rows += len(rows)
-                    yield _columnar(rows, self._convs, width)
+                    yield columns_to_batch(_columnar(rows, self._convs, width), self.arrow_schema)
                 if self.hooks.before_high_watermark:
                     self.hooks.before_high_watermark(chunk)
                 conn.query("COMMIT")
@@ -175,36 +221,45 @@ class SnapshotReader:
     def _read_with_backfill(self, conn: Any, chunk: Chunk) -> ChunkRead:
         kind = "gtid" if self.strategy == "gtid" else "position"
         low = self._binlog_end(conn, kind)
-        conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        if self.hooks.after_low_watermark:
-            self.hooks.after_low_watermark(chunk)
-        rows: list[tuple[Any, ...]] = []
-        for batch in self._select(conn, chunk):
-            rows.extend(batch)
-        conn.query("COMMIT")
+        path = "mysqlclient"
+        data: pa.Table | None = None
+        hooked = False
+        if self.fast:
+            # the SELECT's read view opens at the statement, after the low watermark was read
+            if self.hooks.after_low_watermark:
+                self.hooks.after_low_watermark(chunk)
+                hooked = True
+            try:
+                data = arrow_canonical(fast_select(self.profile, self.schema, chunk), self.schema.columns,
+                                       self.opts.tinyint1_as_boolean)
+                path = "arrow"
+            except FastPathUnavailable as e:
+                log.info("%s; reading it with mysqlclient", e)
+        if data is None:
+            conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            if self.hooks.after_low_watermark and not hooked:
+                self.hooks.after_low_watermark(chunk)
+            rows: list[tuple[Any, ...]] = []
+            for batch in self._select(conn, chunk):
+                rows.extend(batch)
+            conn.query("COMMIT")
+            cols = _columnar(rows, self._convs, len(self.schema.columns))
+            data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
         if self.hooks.before_high_watermark:
             self.hooks.before_high_watermark(chunk)
         high = self._binlog_end(conn, kind)
-        width = len(self.schema.columns)
-        cols = _columnar(rows, self._convs, width)
         changes = self._backfill(low, high)
-        result = ChunkRead(chunk, low, high, iter(()), rows=len(rows))
+        result = ChunkRead(chunk, low, high, iter(()), rows=data.num_rows, path=path)
         if changes:
-            fixed = self._correct(conn, chunk, list(zip(*cols)) if rows else [], changes)
+            current = [r for b in data.to_batches() for r in batch_to_rows(b)]
+            fixed = self._correct(conn, chunk, current, changes)
             result.corrected = len(changes)
             result.rows = len(fixed)
-            cols = [list(c) for c in zip(*fixed)] if fixed else [[] for _ in range(width)]
+            cols = [list(c) for c in zip(*fixed)] if fixed else [[] for _ in self.schema.columns]
+            data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
         conn.close()
-        fetch = self.opts.fetch_size
-
-        def gen() -> Iterator[Columns]:
-            n = len(cols[0]) if cols else 0
-            for lo in range(0, n, fetch):
-                yield [c[lo:lo + fetch] for c in cols]
-
-        result.batches = gen()
+        result.batches = self._batches(data)
         return result
-
     def _backfill(self, low: BinlogOffset, high: BinlogOffset) -> list[RowChange]:
         if self.strategy == "gtid":
             needed = high.gtid_set().difference(low.gtid_set())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -42,7 +42,7 @@ from planner.connect import ServerFacts
 from planner.plan import describe_table, plan_tables
 from planner.schema import TableSchema
 from state.store import ChunkRecord, StateStore
-from udtf.convert import arrow_type, spark_type
+from udtf.convert import batch_to_rows, spark_type, table_arrow_schema
 from udtf.snapshot import ChunkRead, SnapshotReader
 
 CHUNK_TABLE_DDL = ("database STRING, table_name STRING, chunk_id STRING, chunk_index INT, "
@@ -119,7 +119,7 @@ def build_chunks_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
     class MysqlCdcChunks:
         """``mysql_cdc_chunks(source => ..., tables => ..., chunk_size => ...)``: one row per chunk."""
 
-        _profiles = dict(profiles)
+        _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
 
         def eval(self, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
             opts = _sql_options(kwargs)
@@ -144,7 +144,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
         watermark, typed like the MySQL table, plus ``__op``, ``__database``, ``__table``, ``__chunk_id`` and
         ``__position`` (the chunk's high watermark as JSON). Partitioned by chunk: one task per chunk."""
 
-        _profiles = dict(profiles)
+        _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
 
         def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
             assert analyze_result.table_schema is not None and analyze_result.options is not None
@@ -178,8 +178,8 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                                              self.opts)
             read = self.reader.read(chunk)
             meta = ("r", chunk.table.database, chunk.table.table, chunk.id, position_text(read))
-            for cols in read.batches:
-                for row in zip(*cols):
+            for batch in read.batches:
+                for row in batch_to_rows(batch):
                     yield (*row, *meta)
             record(self.opts, read)
 
@@ -193,18 +193,16 @@ class ChunkPartition(InputPartition):
     chunk: Chunk
 
 
-def to_record_batch(read: ChunkRead, cols: list[list[Any]], schema: TableSchema, opts: CdcOptions,
-                    arrow_schema: pa.Schema) -> pa.RecordBatch:
-    n = len(cols[0]) if cols else 0
-    arrays = [pa.array(col, type=arrow_schema.field(i).type) for i, col in enumerate(cols)]
+def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema) -> pa.RecordBatch:
+    """The chunk's rows plus the metadata columns (constant per chunk)."""
+    n = batch.num_rows
     meta = ("r", read.chunk.table.database, read.chunk.table.table, read.chunk.id, position_text(read))
-    arrays += [pa.array([v] * n, type=pa.string()) for v in meta]
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+    arrays = [*batch.columns, *(pa.array([v] * n, type=pa.string()) for v in meta)]
+    return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
 def arrow_schema_of(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
-    fields = [pa.field(c.name, arrow_type(spark_type(c, opts.tinyint1_as_boolean)), c.nullable)
-              for c in schema.columns]
+    fields = list(table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
     fields += [pa.field(m, pa.string(), m == "__position") for m, _ in META_COLUMNS]
     return pa.schema(fields)
 
@@ -225,9 +223,9 @@ class MysqlCdcReader(DataSourceReader):
         assert isinstance(partition, ChunkPartition)
         reader = SnapshotReader(self.profile, self.schema, self.facts, self.opts)
         read = reader.read(partition.chunk)
-        arrow_schema = arrow_schema_of(self.schema, self.opts)
-        for cols in read.batches:
-            yield to_record_batch(read, cols, self.schema, self.opts, arrow_schema)
+        out_schema = arrow_schema_of(self.schema, self.opts)
+        for batch in read.batches:
+            yield with_metadata(read, batch, out_schema)
         record(self.opts, read)
 
 
@@ -235,7 +233,7 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
     class MysqlCdcDataSource(DataSource):
         """``spark.read.format("mysql_cdc").option("source", ...).option("table", "db.table").load()``"""
 
-        _profiles = dict(profiles)
+        _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
 
         @classmethod
         def name(cls) -> str:

@@ -1,0 +1,5 @@
+import sys
+
+from mysql_cdc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,56 @@
+"""The Arrow-native chunk SELECT (connectorx): rows arrive as Arrow columns without a Python object per value.
+
+connectorx takes no bound parameters, so chunk bounds are inlined as hex / numeric literals
+(:func:`planner.sql.sql_literal`); it opens its own connection, whose session is prepared by
+``pre_execution_query``. Errors never carry the connection URL (it holds the password).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from mysql_cdc.errors import MysqlCdcError
+from mysql_cdc.options import ConnectionProfile
+from planner.chunks import Chunk, quote_ident
+from planner.schema import TableSchema
+from planner.sql import chunk_where, inline_params
+from udtf.convert import fast_select_expr
+
+
+class FastPathUnavailable(MysqlCdcError):
+    """The Arrow-native path could not read this chunk; the caller uses the mysqlclient path instead."""
+
+
+def fast_columns(schema: TableSchema) -> list[str] | None:
+    exprs = []
+    for c in schema.columns:
+        e = fast_select_expr(c, quote_ident(c.name))
+        if e is None:
+            return None
+        exprs.append(f"{e} AS {quote_ident(c.name)}")
+    return exprs
+
+
+def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *, extra: Sequence[str] = (),
+                pre: Sequence[str] = ()) -> pa.Table:
+    exprs = fast_columns(schema)
+    if exprs is None:
+        raise FastPathUnavailable(f"table {str(schema.table)!r} has column types the Arrow path does not read")
+    where, params = chunk_where(chunk)
+    sql = inline_params(f"SELECT {', '.join([*exprs, *extra])} FROM {chunk.table.quoted()} WHERE {where}", params)
+    url = (f"mysql://{urllib.parse.quote(profile.user, safe='')}:{urllib.parse.quote(profile.password, safe='')}"
+           f"@{profile.host}:{profile.port}")
+    import connectorx as cx
+
+    try:
+        return cx.read_sql(url, sql, return_type="arrow",
+                           pre_execution_query=["SET SESSION time_zone = '+00:00'", *pre])
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # connectorx raises RuntimeError, or a Rust panic (a BaseException)
+        text = str(e).replace(profile.password, "***") if profile.password else str(e)
+        raise FastPathUnavailable(f"Arrow path failed for chunk {chunk.id!r}: {type(e).__name__}: "
+                                  f"{text[:300]}") from None
