@@ -256,3 +256,21 @@ def test_missing_privileges(info: ServerInfo, db: str, root: Any, grants: str, m
             _plan(prof, f"{db}\\.t")
     finally:
         cur.execute(f"DROP USER '{user}'@'%'")
+
+
+def test_binary_log_off_stops_with_one_clear_error(tmp_path: Any) -> None:
+    """A real server started without a binlog (MariaDB: starts in about a second)."""
+    from tests.servers import ServerProcess
+
+    proc = ServerProcess("mariadb", str(tmp_path), extra_args=["--skip-log-bin"])
+    info = proc.start()
+    try:
+        conn = info.connect(root=True)
+        conn.cursor().execute("CREATE DATABASE d")
+        conn.cursor().execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+        conn.close()
+        prof = ConnectionProfile(info.host, info.port, info.user, info.password, 5)
+        with pytest.raises(ServerSettingError, match="log_bin is 'OFF'.*log-bin"):
+            _plan(prof, "d\\.t")
+    finally:
+        proc.stop()

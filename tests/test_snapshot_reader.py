@@ -122,7 +122,7 @@ def test_held_transaction_is_never_claimed(server: ServerProcess, info: ServerIn
         key = 61 + 2 * i  # a free odd key in the chunk that holds 60
         _, _, gtids_before = binlog_end(root)
         file0, pos0, _ = binlog_end(root)
-        server.enable_semisync(timeout_ms=8000)
+        server.enable_semisync(timeout_ms=5000)
         held = threading.Thread(target=_insert_autocommit, args=(info, db, key))
         try:
             held.start()

@@ -21,6 +21,7 @@ from planner.connect import connect
 from state.offsets import BinlogOffset, GtidSet
 
 LOCK_PREFIX = "mysql_cdc.server_id."
+READ_TIMEOUT = 120  # seconds without a byte from the server before a binlog read fails instead of hanging
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOf
 
     settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.password,
                 "charset": "utf8mb4", "connect_timeout": max(1, int(round(profile.connect_timeout))),
-                "init_command": "SET SESSION time_zone = '+00:00'"}
+                "init_command": "SET SESSION time_zone = '+00:00'", "read_timeout": READ_TIMEOUT}
     kw: dict[str, Any] = {}
     if use_gtid:
         kw["auto_position"] = start.gtids or ""
@@ -83,7 +84,8 @@ def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOf
             only_events=[GtidEvent, MariadbGtidEvent, XidEvent, QueryEvent, RotateEvent, WriteRowsEvent,
                          UpdateRowsEvent, DeleteRowsEvent],
             only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
-            is_mariadb=flavor == "mariadb", enable_logging=False, freeze_schema=True, **kw)
+            # the library's MariaDB mode starts from a GTID state and ignores file/position
+            is_mariadb=flavor == "mariadb" and use_gtid, enable_logging=False, freeze_schema=True, **kw)
     except Exception as e:  # pragma: no cover - constructor does not connect
         raise BinlogError(f"cannot open the binlog from {start.to_dict()!r}: {type(e).__name__}") from e
     wanted = {(t.database, t.table) for t in tables}
