@@ -274,3 +274,29 @@ def test_binary_log_off_stops_with_one_clear_error(tmp_path: Any) -> None:
             _plan(prof, "d\\.t")
     finally:
         proc.stop()
+
+
+@pytest.mark.parametrize("sql_mode", ["", "NO_BACKSLASH_ESCAPES,ANSI_QUOTES"])
+def test_inlined_literals_mean_what_bound_parameters_mean(info: ServerInfo, sql_mode: str) -> None:
+    """The Arrow path inlines chunk bounds as literals: each must read back as the value a bound parameter gives,
+    whatever the quotes, backslashes or sql_mode."""
+    from planner.sql import sql_literal
+
+    values = ["it's", "back\\slash", 'dq"', "", "é😀", "\x00nul", b"\x00'\\\xff", b"", -(2**63), 2**64 - 1,
+              Decimal("-12345678901234567890.0000000001"), dt.datetime(1000, 1, 1, 0, 0, 0, 1), dt.date(9999, 12, 31),
+              dt.timedelta(hours=-838, minutes=-59, seconds=-59), 1.5e-7]
+    conn = info.connect()
+    cur = conn.cursor()
+    cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
+    casts = {dt.datetime: "DATETIME(6)", dt.date: "DATE", dt.timedelta: "TIME(6)"}
+    for v in values:
+        cast = casts.get(type(v))
+        wrap = (lambda e: f"CAST({e} AS {cast})") if cast else (lambda e: e)  # noqa: B023
+        cur.execute("SELECT " + wrap(sql_literal(v)))
+        inlined = cur.fetchone()[0]
+        cur.execute("SELECT " + wrap("%s"), (v,))
+        bound = cur.fetchone()[0]
+        assert inlined == bound and type(inlined) is type(bound), (v, inlined, bound)
+        if cast or isinstance(v, (bytes, Decimal)):
+            assert inlined == v
+    conn.close()
