@@ -25,7 +25,7 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.servers import MYSQL_ROOT, ServerInfo, ServerProcess  # noqa: E402
+from tests.servers import ServerInfo, ServerProcess, mysql_chroot  # noqa: E402
 
 ORDERS_DDL = """CREATE TABLE orders (
   o_orderkey BIGINT NOT NULL PRIMARY KEY, o_custkey BIGINT NOT NULL, o_orderstatus CHAR(1) NOT NULL,
@@ -98,7 +98,8 @@ def load_orders(info: ServerInfo, scale: float, work: str) -> int:
 def c_client(info: ServerInfo) -> list[str]:
     if info.kind == "mariadb":
         return ["mariadb"]
-    return ["chroot", MYSQL_ROOT, "mysql"] if os.path.exists(os.path.join(MYSQL_ROOT, "usr/bin/mysql")) \
+    root = mysql_chroot()
+    return ["chroot", root, "mysql"] if os.path.exists(os.path.join(root, "usr/bin/mysql")) \
         else ["mariadb"]
 
 
@@ -173,12 +174,17 @@ def run_all(info: ServerInfo, n: int, args: Any) -> list[tuple[str, int, float, 
 
     ds = (spark.read.format("mysql_cdc").option("source", "bench").option("table", "tpch.orders")
           .option("chunk_size", cs))
-    timed("mysql_cdc data source", args.parallelism, lambda: ds.load().write.format("noop").mode("overwrite").save())
-    sql = (f"SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT * FROM mysql_cdc_chunks(source => 'bench', "
-           f"tables => 'tpch[.]orders', chunk_size => {cs})), source => 'bench', table => 'tpch.orders')")
+    grouped = ds.option("partitions", args.parallelism)
+    timed(f"mysql_cdc data source, chunks in {args.parallelism} partitions", args.parallelism,
+          lambda: grouped.load().write.format("noop").mode("overwrite").save())
+    timed("mysql_cdc data source, one partition per chunk", args.parallelism,
+          lambda: ds.option("partitions", 0).load().write.format("noop").mode("overwrite").save())
+    sql = (f"SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT /*+ REPARTITION({args.parallelism}) */ * FROM "
+           f"mysql_cdc_chunks(source => 'bench', tables => 'tpch[.]orders', chunk_size => {cs})), "
+           "source => 'bench', table => 'tpch.orders')")
     timed("mysql_cdc_snapshot (SQL)", args.parallelism,
           lambda: spark.sql(sql).write.format("noop").mode("overwrite").save())
-    jdbc = (spark.read.format("jdbc").option("url", f"jdbc:mariadb://{info.host}:{info.port}/tpch")
+    jdbc = (spark.read.format("jdbc").option("url", f"jdbc:mysql://{info.host}:{info.port}/tpch?permitMysqlScheme")
             .option("driver", "org.mariadb.jdbc.Driver").option("user", info.user)
             .option("password", info.password).option("dbtable", "orders")
             .option("partitionColumn", "o_orderkey").option("lowerBound", 1).option("upperBound", n * 4)

@@ -38,7 +38,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("watermark", str, "auto",
                "auto, snapshot (MariaDB), gtid (MySQL with GTIDs) or position (plain; can lose rows)"),
     OptionSpec("state_dir", str, None, "where chunk watermarks are recorded (path or URI); unset: not recorded"),
-    OptionSpec("fetch_size", int, 8192, "rows per Arrow batch read from the server"),
+    OptionSpec("fetch_size", int, 8192, "rows per batch fetched by the mysqlclient path"),
+    OptionSpec("partitions", int, 0, "data source: Spark partitions to spread the chunks over; 0: one per chunk"),
     OptionSpec("connect_timeout", float, 10.0, "seconds to wait for a connection"),
     OptionSpec("tinyint1_as_boolean", bool, False, "map TINYINT(1) to BOOLEAN instead of TINYINT"),
 )
@@ -77,6 +78,7 @@ class CdcOptions:
     watermark: str = "auto"
     state_dir: str | None = None
     fetch_size: int = 8192
+    partitions: int = 0
     connect_timeout: float = 10.0
     tinyint1_as_boolean: bool = False
 
@@ -135,6 +137,8 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
     opts = CdcOptions(**values)
     if opts.chunk_size < 1:
         raise ConfigError(f"chunk_size must be >= 1, got {opts.chunk_size!r}")
+    if opts.partitions < 0:
+        raise ConfigError(f"partitions must be >= 0 (0: one per chunk), got {opts.partitions!r}")
     if opts.fetch_size < 1:
         raise ConfigError(f"fetch_size must be >= 1, got {opts.fetch_size!r}")
     if not 0 < opts.split_factor_lower <= opts.split_factor_upper:

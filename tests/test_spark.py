@@ -50,15 +50,19 @@ def _spark_rows(df: Any) -> list[tuple[Any, ...]]:
 def test_parallel_snapshot_equals_plain_select(spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
     expected = sorted(_load_big(root, 200_000))
     mysql_cdc.register(spark, {"src": _url(profile)})
-    ds = (spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.big")
-          .option("chunk_size", 9000).load())
-    assert ds.rdd.getNumPartitions() > 10 if not _is_connect(spark) else True
+    reader = spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.big")
+    ds = reader.option("chunk_size", 9000).load()
     assert sorted(_spark_rows(ds)) == expected
     per_chunk = ds.groupBy("__chunk_id").count().collect()
     assert len(per_chunk) >= 5  # evenly sized key ranges: rows per chunk follow the row estimate
+    grouped = reader.option("chunk_size", 9000).option("partitions", 3).load()
+    if not _is_connect(spark):
+        assert ds.rdd.getNumPartitions() == len(per_chunk) and grouped.rdd.getNumPartitions() == 3
+    assert sorted(_spark_rows(grouped)) == expected
     sql = spark.sql(f"""
         SELECT * FROM mysql_cdc_snapshot(
-            TABLE(SELECT * FROM mysql_cdc_chunks(source => 'src', tables => '{db}[.]big', chunk_size => 20000)),
+            TABLE(SELECT /*+ REPARTITION(3) */ * FROM mysql_cdc_chunks(source => 'src', tables => '{db}[.]big',
+                                                                        chunk_size => 20000)),
             source => 'src', table => '{db}.big')""")
     assert sorted(_spark_rows(sql)) == expected
     assert {r["__op"] for r in sql.select("__op").distinct().collect()} == {"r"}

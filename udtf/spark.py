@@ -33,7 +33,7 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
-from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, PartitioningColumn
+from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
 from mysql_cdc.errors import ConfigError, TableError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
@@ -142,7 +142,8 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
     class MysqlCdcSnapshot:
         """``mysql_cdc_snapshot(TABLE(chunks), source => ..., table => ...)``: each chunk's rows as of its high
         watermark, typed like the MySQL table, plus ``__op``, ``__database``, ``__table``, ``__chunk_id`` and
-        ``__position`` (the chunk's high watermark as JSON). Partitioned by chunk: one task per chunk."""
+        ``__position`` (the chunk's high watermark as JSON). Chunks are read in the partitions of the TABLE
+        argument (spread them with ``/*+ REPARTITION(n) */``)."""
 
         _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
 
@@ -163,9 +164,11 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                 raise ConfigError("mysql_cdc_snapshot needs table => 'db.table' (the table its chunks belong to)")
             profile = resolve_profile(opts, MysqlCdcSnapshot._profiles)
             facts, schema = describe_table(profile, opts, opts.table)
-            return SnapshotAnalyzeResult(schema=output_schema(schema, opts),
-                                         partitionBy=[PartitioningColumn("chunk_id")],
-                                         table_schema=schema, facts=facts, options=opts)
+            # No partitioning requirement: each chunk row is read on its own, in the input's partitions. A
+            # required PARTITION BY would add a shuffle of a few bytes that adaptive execution coalesces into
+            # one task; `SELECT /*+ REPARTITION(n) */ ...` in the TABLE argument spreads the chunks instead.
+            return SnapshotAnalyzeResult(schema=output_schema(schema, opts), table_schema=schema, facts=facts,
+                                         options=opts)
 
         def eval(self, chunks: Any, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
             chunk = chunk_from_row(chunks)
@@ -190,14 +193,16 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
 
 @dataclass(frozen=True)
 class ChunkPartition(InputPartition):
-    chunk: Chunk
+    """One Spark partition: one chunk, or several read one after another (each exact at its own watermark)."""
+
+    chunks: tuple[Chunk, ...]
 
 
 def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema) -> pa.RecordBatch:
     """The chunk's rows plus the metadata columns (constant per chunk)."""
     n = batch.num_rows
     meta = ("r", read.chunk.table.database, read.chunk.table.table, read.chunk.id, position_text(read))
-    arrays = [*batch.columns, *(pa.array([v] * n, type=pa.string()) for v in meta)]
+    arrays = [*batch.columns, *(pa.repeat(pa.scalar(v, pa.string()), n) for v in meta)]
     return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
@@ -217,16 +222,19 @@ class MysqlCdcReader(DataSourceReader):
         self.chunks = plans[0].chunks
 
     def partitions(self) -> list[InputPartition]:
-        return [ChunkPartition(c) for c in self.chunks]
+        n = self.opts.partitions or len(self.chunks)
+        groups = [self.chunks[i::n] for i in range(min(n, len(self.chunks)))]
+        return [ChunkPartition(tuple(g)) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChunkPartition)
         reader = SnapshotReader(self.profile, self.schema, self.facts, self.opts)
-        read = reader.read(partition.chunk)
         out_schema = arrow_schema_of(self.schema, self.opts)
-        for batch in read.batches:
-            yield with_metadata(read, batch, out_schema)
-        record(self.opts, read)
+        for chunk in partition.chunks:
+            read = reader.read(chunk)
+            for batch in read.batches:
+                yield with_metadata(read, batch, out_schema)
+            record(self.opts, read)
 
 
 def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
