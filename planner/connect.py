@@ -62,8 +62,12 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
 
 
 def connect_fast(p: ConnectionProfile) -> Any:
-    """A mysqlclient (MySQLdb) connection in UTC, for streaming chunk SELECTs."""
-    import MySQLdb
+    """A mysqlclient (MySQLdb) connection in UTC, for streaming chunk SELECTs; a pymysql one where mysqlclient
+    is not installed (a Spark Connect server that only got the shipped pure-Python code)."""
+    try:
+        import MySQLdb
+    except ImportError:
+        return connect(p)
 
     try:
         conn = MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
@@ -115,3 +119,12 @@ def server_facts(conn: Any) -> ServerFacts:
 
 
 ConnectionFactory = Callable[[ConnectionProfile], Any]
+
+
+def streaming_cursor(conn: Any) -> Any:
+    """An unbuffered cursor (rows stream from the server) for either driver."""
+    if isinstance(conn, pymysql.connections.Connection):
+        return conn.cursor(pymysql.cursors.SSCursor)
+    import MySQLdb.cursors
+
+    return conn.cursor(MySQLdb.cursors.SSCursor)

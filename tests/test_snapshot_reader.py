@@ -169,3 +169,74 @@ def _insert_autocommit(info: ServerInfo, db: str, key: int) -> None:
         conn.cursor().execute("INSERT INTO t VALUES (%s, 'held')", (key,))
     finally:
         conn.close()
+
+
+def test_all_select_paths_give_the_same_values(info: ServerInfo, profile: ConnectionProfile, db: str,
+                                               root: Any) -> None:
+    """connectorx (Arrow), mysqlclient and pymysql read the same stored values as the same canonical values."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from planner.connect import connect
+
+    cur = root.cursor()
+    cur.execute("SET time_zone = '+00:00'")
+    cur.execute("CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, i INT, d DECIMAL(30,10), big DECIMAL(50,20), "
+                "s VARCHAR(20), l VARCHAR(20) CHARACTER SET latin1, b VARBINARY(8), dd DATE, dtm DATETIME(6), "
+                "ts TIMESTAMP(3) NULL, f FLOAT, g DOUBLE, e ENUM('a','b'), st SET('x','y'), y YEAR, "
+                "flag TINYINT(1), tx TEXT, bl BLOB)")
+    rows = [
+        (2**64 - 1, -(2**31), Decimal("-12345678901234567890.0123456789"),
+         Decimal("123456789012345678901234567890.12345678901234567890"), "é😀'\\", "Ärger", b"\x00\xff'",
+         dt.date(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999), dt.datetime(2038, 1, 19, 3, 14, 7, 999000),
+         3.4e38, -1.7976931348623157e308, "b", "x,y", 2155, 1, "text é", b"\x01\x02"),
+        (1, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None),
+        (2, 0, Decimal("0E-10"), Decimal(0), "", "", b"", dt.date(1970, 1, 1), dt.datetime(1970, 1, 1),
+         dt.datetime(1970, 1, 1, 0, 0, 1), 1.1, 0.1, "a", "", 1901, 0, "", b""),
+    ]
+    insert_rows(root, "t", ["id", "i", "d", "big", "s", "l", "b", "dd", "dtm", "ts", "f", "g", "e", "st", "y", "flag",
+                            "tx", "bl"], rows)
+    options = parse_options({"tables": f"{db}\\.t", "chunk_size": 2})
+    facts, plans = plan_tables(profile, options)
+    results = {}
+    for name, kw in {"arrow": {"fast": True}, "mysqlclient": {"fast": False},
+                     "pymysql": {"fast": False, "connect": connect}}.items():
+        reader = SnapshotReader(profile, plans[0].schema, facts, options, **kw)
+        got = []
+        for chunk in plans[0].chunks:
+            read = reader.read(chunk)
+            if read.rows:
+                assert read.path == ("arrow" if name == "arrow" else "mysqlclient")
+            got += [r for batch in read.batches for r in batch_to_rows(batch)]
+        results[name] = sorted(got, key=lambda r: r[0])
+    assert results["arrow"] == results["mysqlclient"] == results["pymysql"]
+    top = results["arrow"][-1]
+    assert top[0] == Decimal(2**64 - 1) and top[2] == Decimal("-12345678901234567890.0123456789")
+    assert top[3] == "123456789012345678901234567890.12345678901234567890" and top[4] == "é😀'\\"
+    assert top[9] == dt.datetime(2038, 1, 19, 3, 14, 7, 999000, tzinfo=dt.timezone.utc)
+
+
+def test_types_outside_the_arrow_path_agree_across_drivers(info: ServerInfo, profile: ConnectionProfile, db: str,
+                                                           root: Any) -> None:
+    """BIT, TIME and JSON take the mysqlclient path (or pymysql where mysqlclient is missing): same values."""
+    import datetime as dt
+
+    from planner.connect import connect
+
+    root.cursor().execute("CREATE TABLE u (id INT PRIMARY KEY, b1 BIT(1), b12 BIT(12), tm TIME(6), j JSON)")
+    insert_rows(root, "u", ["id", "b1", "b12", "tm", "j"],
+                [(1, 1, 0xABC, "-838:59:59.000000", '{"a": [1, 2.5, "é"]}'), (2, 0, 0, "12:00:00.5", "[]"),
+                 (3, None, None, None, None)])
+    options = parse_options({"tables": f"{db}\\.u"})
+    facts, plans = plan_tables(profile, options)
+    results = {}
+    for name, kw in {"arrow": {"fast": True}, "mysqlclient": {"fast": False},
+                     "pymysql": {"fast": False, "connect": connect}}.items():
+        read = SnapshotReader(profile, plans[0].schema, facts, options, **kw).read(plans[0].chunks[0])
+        assert read.path == "mysqlclient"  # these types never take the Arrow path
+        results[name] = sorted(r for b in read.batches for r in batch_to_rows(b))
+    assert results["arrow"] == results["mysqlclient"] == results["pymysql"]
+    first = results["pymysql"][0]
+    assert first[1] is True and first[2] == b"\x0a\xbc"
+    assert first[3] == -dt.timedelta(hours=838, minutes=59, seconds=59)
+    assert first[4].replace(" ", "") == '{"a":[1,2.5,"é"]}'

@@ -167,7 +167,8 @@ def _json_text(v: Any) -> Any:
 
 
 def _decimal_text(v: Any) -> Any:
-    return str(v) if isinstance(v, Decimal) else _text(v)
+    """DECIMAL wider than Spark's as the server prints it: plain notation, all scale digits ('0.000', not '0E-3')."""
+    return format(v, "f") if isinstance(v, Decimal) else _text(v)
 
 
 def _date(v: Any) -> Any:

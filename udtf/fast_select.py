@@ -43,8 +43,10 @@ def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *
     sql = inline_params(f"SELECT {', '.join([*exprs, *extra])} FROM {chunk.table.quoted()} WHERE {where}", params)
     url = (f"mysql://{urllib.parse.quote(profile.user, safe='')}:{urllib.parse.quote(profile.password, safe='')}"
            f"@{profile.host}:{profile.port}")
-    import connectorx as cx
-
+    try:
+        import connectorx as cx
+    except ImportError:
+        raise FastPathUnavailable("connectorx is not installed here") from None
     try:
         return cx.read_sql(url, sql, return_type="arrow",
                            pre_execution_query=["SET SESSION time_zone = '+00:00'", *pre])

@@ -27,7 +27,7 @@ import pyarrow as pa
 from mysql_cdc.errors import ConfigError, ServerSettingError
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from planner.chunks import Chunk
-from planner.connect import ServerFacts, connect_fast
+from planner.connect import ServerFacts, connect_fast, streaming_cursor
 from planner.keyorder import KeyOrder
 from planner.schema import TableSchema
 from planner.sql import select_chunk_sql
@@ -184,10 +184,8 @@ class SnapshotReader:
         return ChunkRead(chunk, offset, offset, self._batches(data), rows=data.num_rows, path="arrow")
 
     def _select(self, conn: Any, chunk: Chunk) -> Iterator[list[tuple[Any, ...]]]:
-        import MySQLdb.cursors
-
         sql, params = select_chunk_sql(chunk, self.schema.column_names)
-        cur = conn.cursor(MySQLdb.cursors.SSCursor)
+        cur = streaming_cursor(conn)
         try:
             cur.execute(sql, params)
             while True:
