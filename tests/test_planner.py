@@ -300,3 +300,55 @@ def test_inlined_literals_mean_what_bound_parameters_mean(info: ServerInfo, sql_
         if cast or isinstance(v, (bytes, Decimal)):
             assert inlined == v
     conn.close()
+
+
+def test_mysql_without_gtids_falls_back_to_positions_with_a_warning(tmp_path: Any,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from tests.servers import ServerProcess
+    from udtf.snapshot import SnapshotReader
+
+    proc = ServerProcess("mysql", str(tmp_path), gtid=False)
+    info = proc.start()
+    try:
+        conn = info.connect(root=True)
+        conn.cursor().execute("CREATE DATABASE d")
+        conn.cursor().execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+        conn.cursor().execute("INSERT INTO d.t VALUES (1), (2), (3)")
+        conn.close()
+        prof = ConnectionProfile(info.host, info.port, info.user, info.password, 5)
+        opts = parse_options({"tables": "d\\.t"})
+        facts, plans = plan_tables(prof, opts)
+        assert not facts.gtid_mode
+        with caplog.at_level("WARNING", logger="mysql_cdc"):
+            reader = SnapshotReader(prof, plans[0].schema, facts, opts)
+        assert reader.strategy == "position"
+        assert any("enable gtid_mode=ON" in r.getMessage() for r in caplog.records)
+        read = reader.read(plans[0].chunks[0])
+        assert read.high.kind == "position" and read.high.gtids in (None, "")
+        assert sum(b.num_rows for b in read.batches) == 3
+    finally:
+        proc.stop()
+
+
+def test_cli_plan_and_status(info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any,
+                             capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from mysql_cdc.cli import main
+    from planner.chunks import Chunk
+    from state.offsets import BinlogOffset
+    from state.store import ChunkRecord, StateStore
+
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    insert_rows(root, "t", ["id"], [(i,) for i in range(1, 31)])
+    monkeypatch.setenv("MYSQL_CDC_PROFILE_CLI_TEST",
+                       f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}")
+    assert main(["plan", "--source", "cli-test", "--tables", f"{db}[.]t", "--chunk-size", "10"]) == 0
+    out = capsys.readouterr().out
+    assert f"{db}.t: key (id), 3 chunks" in out and f"{db}.t:2" in out and profile.password not in out
+    state = str(tmp_path / "state")
+    StateStore(state).record_chunk(ChunkRecord.of(Chunk(TableId(db, "t"), 0, ("id",), None, (11,)),
+                                                  BinlogOffset("binlog.000001", 4), BinlogOffset("binlog.000001", 9),
+                                                  10))
+    assert main(["status", "--state-dir", state, "--table", f"{db}.t"]) == 0
+    assert "1 chunks recorded, 10 rows" in capsys.readouterr().out
+    assert main(["plan", "--source", "nowhere", "--tables", "x"]) == 2
+    assert "unknown connection profile 'nowhere'" in capsys.readouterr().err
