@@ -172,7 +172,16 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
 
 
-_connect_sessions: dict[str, Any] = {}
+@pytest.fixture(scope="session")
+def connect_session(connect_server: str) -> Iterator[Any]:
+    """One remote session, stopped before its server: a client left open at exit retries its cleanup calls
+    against the stopped server and keeps the process from ending."""
+    # the Connect client's own builder: pyspark's generic one refuses while a classic session is running
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    session = RemoteSparkSession.builder.remote(connect_server).getOrCreate()
+    yield session
+    session.stop()
 
 
 @pytest.fixture(params=["classic", "connect"])
@@ -182,11 +191,6 @@ def spark(request: pytest.FixtureRequest) -> Any:
         session = request.getfixturevalue("classic_spark")
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
         return session
-    url = request.getfixturevalue("connect_server")
-    # the Connect client's own builder: pyspark's generic one refuses while a classic session is running
-    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
-
-    if url not in _connect_sessions:
-        _connect_sessions[url] = RemoteSparkSession.builder.remote(url).getOrCreate()
+    session = request.getfixturevalue("connect_session")
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-    return _connect_sessions[url]
+    return session
