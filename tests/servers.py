@@ -357,10 +357,7 @@ class ServerProcess:
         no replica); the server then falls back to asynchronous commits until this is called again."""
         with self._root() as conn, conn.cursor() as cur:
             if self.kind == "mysql":
-                cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS "
-                            "WHERE PLUGIN_NAME = 'rpl_semi_sync_source'")
-                row = cur.fetchone()
-                if not row or row[0] == 0:
+                if not _semisync_plugin(cur):
                     cur.execute("INSTALL PLUGIN rpl_semi_sync_source SONAME 'semisync_source.so'")
                 prefix, no_replica = "rpl_semi_sync_source", "wait_no_replica"
             else:
@@ -374,18 +371,21 @@ class ServerProcess:
     def disable_semisync(self) -> None:
         var = "rpl_semi_sync_source_enabled" if self.kind == "mysql" else "rpl_semi_sync_master_enabled"
         with self._root() as conn, conn.cursor() as cur:
-            if self.kind == "mysql":
-                cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS "
-                            "WHERE PLUGIN_NAME = 'rpl_semi_sync_source'")
-                row = cur.fetchone()
-                if not row or row[0] == 0:
-                    return
+            if self.kind == "mysql" and not _semisync_plugin(cur):
+                return
             cur.execute(f"SET GLOBAL {var} = OFF")
 
     def _root(self) -> pymysql.connections.Connection:
         if self.info is None:
             raise RuntimeError(f"{self.kind} instance is not running")
         return self.info.connect(root=True)
+
+
+def _semisync_plugin(cur: Any) -> bool:
+    """Whether MySQL's semi-synchronous source plugin is installed (MariaDB has it built in)."""
+    cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'rpl_semi_sync_source'")
+    row = cur.fetchone()
+    return bool(row and row[0])
 
 
 def start_server(kind: str, base_dir: str, **kw: Any) -> ServerProcess:

@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
 from mysql_cdc.errors import ConfigError, TableError
-from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
+from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from planner.chunks import Chunk, TableId, decode_key, encode_key
 from planner.connect import ServerFacts
 from planner.plan import describe_table, plan_tables
@@ -49,10 +49,8 @@ CHUNK_TABLE_DDL = ("database STRING, table_name STRING, chunk_id STRING, chunk_i
                    "key_columns ARRAY<STRING>, chunk_start STRING, chunk_end STRING")
 META_COLUMNS = (("__op", "STRING"), ("__database", "STRING"), ("__table", "STRING"), ("__chunk_id", "STRING"),
                 ("__position", "STRING"))
-# Options a SQL call may pass; a password never comes through SQL.
-SQL_OPTION_KEYS = ("source", "tables", "table", "chunk_size", "chunk_key", "split_factor_lower",
-                   "split_factor_upper", "server_id_range", "watermark", "state_dir", "fetch_size",
-                   "connect_timeout", "tinyint1_as_boolean")
+# Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
+SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS if o.key not in ("host", "port", "user", "password", "partitions"))
 
 
 _SIMPLE: dict[str, DataType] = {

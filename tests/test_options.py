@@ -1,0 +1,67 @@
+"""Options and connection profiles (no server): validation errors name the bad value; passwords never show."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mysql_cdc.errors import ConfigError
+from mysql_cdc.options import OPTIONS, ConnectionProfile, parse_options, resolve_profile
+
+
+def test_defaults_come_from_the_option_table() -> None:
+    opts = parse_options({})
+    for spec in OPTIONS:
+        assert getattr(opts, spec.key) == spec.default, spec.key
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"chunk_sise": 5}, "unknown option 'chunk_sise'"),
+    ({"chunk_size": "many"}, "'chunk_size' must be a int, got 'many'"),
+    ({"chunk_size": 0}, "chunk_size must be >= 1, got 0"),
+    ({"watermark": "magic"}, "bad watermark 'magic'"),
+    ({"server_id_range": "9-1"}, "bad server_id_range '9-1'"),
+    ({"tables": "shop.(orders"}, "bad table pattern 'shop.(orders'"),
+    ({"tinyint1_as_boolean": "perhaps"}, "must be a bool, got 'perhaps'"),
+    ({"split_factor_lower": 5, "split_factor_upper": 1}, "split factors"),
+    ({"partitions": -1}, "partitions must be >= 0"),
+])
+def test_bad_options_are_one_clear_error(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        parse_options(raw)
+
+
+def test_sql_arguments_never_take_a_password() -> None:
+    from udtf.spark import _sql_options
+
+    with pytest.raises(ConfigError, match="forbidden.*'password'.*connection profile"):
+        _sql_options({"source": "x", "password": "hunter2-secret"})
+    assert _sql_options({"SOURCE": "x", "chunk_size": 3}).chunk_size == 3
+
+
+def test_profiles_resolve_from_registration_environment_and_file(tmp_path: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    reg = {"a": ConnectionProfile("h1", 1, "u1", "p1-secret")}
+    assert resolve_profile(parse_options({"source": "a"}), reg).host == "h1"
+    monkeypatch.setenv("MYSQL_CDC_PROFILE_MY_DB", "mysql://u%40x:p%2Fw@h2:3307")
+    prof = resolve_profile(parse_options({"source": "my-db"}))
+    assert (prof.host, prof.port, prof.user, prof.password) == ("h2", 3307, "u@x", "p/w")
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps({"f": {"host": "h3", "user": "u3", "password": "p3-secret"}}))
+    monkeypatch.setenv("MYSQL_CDC_PROFILES_FILE", str(path))
+    assert resolve_profile(parse_options({"source": "f"})).host == "h3"
+    with pytest.raises(ConfigError, match="unknown connection profile 'nope'.*MYSQL_CDC_PROFILE_NOPE"):
+        resolve_profile(parse_options({"source": "nope"}))
+    with pytest.raises(ConfigError, match="not both"):
+        resolve_profile(parse_options({"source": "a", "host": "h"}), reg)
+    with pytest.raises(ConfigError, match="no connection"):
+        resolve_profile(parse_options({}))
+
+
+def test_passwords_never_show_in_reprs() -> None:
+    prof = ConnectionProfile("h", 1, "u", "p1-secret")
+    opts = parse_options({"host": "h", "password": "p2-secret"})
+    for text in (repr(prof), str(prof), repr(opts), str(opts)):
+        assert "secret" not in text
