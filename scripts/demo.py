@@ -84,11 +84,13 @@ def run(info, rows: int) -> None:  # type: ignore[no-untyped-def]
     chunks = spark.sql("SELECT * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.].*', chunk_size => 20000)")
     chunks.show(30, truncate=False)
 
-    print("-- a parallel snapshot through SQL: mysql_cdc_snapshot(TABLE(chunks), ...)")
+    print("-- a parallel snapshot through SQL: mysql_cdc_snapshot(TABLE(chunks), ...); each chunk is exact at its "
+          "own position while the writer keeps updating")
     started = time.monotonic()
     snap = spark.sql(f"""
         SELECT * FROM mysql_cdc_snapshot(
-          TABLE(SELECT * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.]orders', chunk_size => 20000)),
+          TABLE(SELECT /*+ REPARTITION(2) */ * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.]orders',
+                                                                     chunk_size => 20000)),
           source => 'demo', table => 'shop.orders', state_dir => '{state}')""")
     snap.groupBy("__chunk_id", "__position").count().orderBy("__chunk_id").show(30, truncate=False)
     print(f"   ({time.monotonic() - started:.1f} s)")
@@ -96,7 +98,7 @@ def run(info, rows: int) -> None:  # type: ignore[no-untyped-def]
     print("-- the same table through the data source: spark.read.format('mysql_cdc')")
     started = time.monotonic()
     df = (spark.read.format("mysql_cdc").option("source", "demo").option("table", "shop.orders")
-          .option("chunk_size", 20000).load())
+          .option("chunk_size", 20000).option("partitions", 2).load())
     n = df.count()
     print(f"   {n} rows in {df.rdd.getNumPartitions()} partitions, {time.monotonic() - started:.1f} s")
     df.groupBy("status").count().show()
