@@ -58,11 +58,11 @@ def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[s
     the options of the option table (``tables`` at least).
     """
     from mysql_cdc.options import profile_from_url
+    from planner.chunks import CHUNK_COLUMNS, chunk_row
     from planner.plan import plan_tables
-    from udtf.spark import CHUNK_TABLE_DDL, chunk_row
 
     prof = profile_from_url(profile) if isinstance(profile, str) else profile
     opts = parse_options(options)
     _, plans = plan_tables(prof, opts)
-    names = [part.strip().split(" ")[0] for part in CHUNK_TABLE_DDL.split(", ")]
+    names = [name for name, _ in CHUNK_COLUMNS]
     return [dict(zip(names, chunk_row(c))) for p in plans for c in p.chunks]

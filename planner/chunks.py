@@ -246,3 +246,16 @@ def decode_key(text: str | None) -> Key | None:
     if not isinstance(items, list):
         raise ConfigError(f"bad chunk bound {text!r}: expected a JSON list")
     return tuple(decode_value(i) for i in items)
+
+
+# ---- the chunk table (``mysql_cdc_chunks`` rows, ``mysql_cdc.plan_chunks`` dicts) ----
+
+CHUNK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("database", "STRING"), ("table_name", "STRING"), ("chunk_id", "STRING"), ("chunk_index", "INT"),
+    ("key_columns", "ARRAY<STRING>"), ("chunk_start", "STRING"), ("chunk_end", "STRING"))
+
+
+def chunk_row(c: Chunk) -> tuple[Any, ...]:
+    """One chunk as a chunk-table row (bounds JSON-encoded; ``None`` for an open end)."""
+    return (c.table.database, c.table.table, c.id, c.index, list(c.key_columns), encode_key(c.start),
+            encode_key(c.end))

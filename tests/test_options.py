@@ -65,3 +65,17 @@ def test_passwords_never_show_in_reprs() -> None:
     opts = parse_options({"host": "h", "password": "p2-secret"})
     for text in (repr(prof), str(prof), repr(opts), str(opts)):
         assert "secret" not in text
+
+
+def test_public_face_and_pure_logic_load_no_spark_and_no_driver() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, mysql_cdc, planner.chunks, planner.sql, udtf.correct, udtf.convert, state.offsets; "
+            "print(sorted(m for m in ('pyspark', 'pymysql', 'MySQLdb', 'connectorx', 'pymysqlreplication') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    import mysql_cdc
+
+    assert set(mysql_cdc.__all__) >= {"register", "plan_chunks", "MysqlCdcError", "ConnectionProfile"}

@@ -37,7 +37,7 @@ from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
 from mysql_cdc.errors import ConfigError, TableError
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile, parse_options, resolve_profile
-from planner.chunks import Chunk, TableId, decode_key, encode_key
+from planner.chunks import CHUNK_COLUMNS, Chunk, TableId, chunk_row, decode_key
 from planner.connect import ServerFacts
 from planner.plan import describe_table, plan_tables
 from planner.schema import TableSchema
@@ -45,8 +45,7 @@ from state.store import ChunkRecord, StateStore
 from udtf.convert import batch_to_rows, spark_type, table_arrow_schema
 from udtf.snapshot import ChunkRead, SnapshotReader
 
-CHUNK_TABLE_DDL = ("database STRING, table_name STRING, chunk_id STRING, chunk_index INT, "
-                   "key_columns ARRAY<STRING>, chunk_start STRING, chunk_end STRING")
+CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
 META_COLUMNS = (("__op", "STRING"), ("__database", "STRING"), ("__table", "STRING"), ("__chunk_id", "STRING"),
                 ("__position", "STRING"))
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
@@ -80,11 +79,6 @@ def output_schema(schema: TableSchema, opts: CdcOptions) -> StructType:
               for c in schema.columns]
     fields += [StructField(m, spark_data_type(t), m == "__position") for m, t in META_COLUMNS]
     return StructType(fields)
-
-
-def chunk_row(c: Chunk) -> tuple[Any, ...]:
-    return (c.table.database, c.table.table, c.id, c.index, list(c.key_columns), encode_key(c.start),
-            encode_key(c.end))
 
 
 def chunk_from_row(row: Any) -> Chunk:
