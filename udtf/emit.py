@@ -39,7 +39,9 @@ class EmitRule:
         if ranges[0][0] is not None or ranges[-1][1] is not None or any(
                 a[1] != b[0] for a, b in zip(ranges, ranges[1:])):
             raise StateError("chunk ranges must be contiguous, open below and above: recorded chunks are missing")
-        self._starts = [r[0] for r in ranges[1:]]
+        self._starts: list[SortKey] = [r[0] for r in ranges[1:] if r[0] is not None]
+        if len(self._starts) != len(ranges) - 1:
+            raise StateError("only the first chunk may be open below")
         self._highs = list(highs)
         self._sets = [GtidSet.parse(h.gtids) if h.kind == "gtid" else None for h in highs]
 
