@@ -167,8 +167,12 @@ class BinlogOffset:
             raise ConfigError(f"bad binlog position {self.pos!r}; positions are >= 0")
 
     def sort_key(self) -> tuple[str, int, int, str]:
+        return (*self.position_key(), self.gtids or "")
+
+    def position_key(self) -> tuple[str, int, int]:
+        """Where the offset is in the binlog, ignoring GTIDs: (file base name, file number, position)."""
         base, num = binlog_file_key(self.file)
-        return (base, num, self.pos, self.gtids or "")
+        return (base, num, self.pos)
 
     def __lt__(self, other: BinlogOffset) -> bool:
         return self.sort_key() < other.sort_key()

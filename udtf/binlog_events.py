@@ -146,9 +146,9 @@ def gtid_window_done(needed: GtidSet) -> Callable[[str | None, str, int], bool]:
 
 def position_window_done(high: BinlogOffset) -> Callable[[str | None, str, int], bool]:
     """A ``done`` test for a position backfill: true once the stream reached the high watermark."""
-    target = high.sort_key()[:3]
+    target = high.position_key()
 
     def done(gtid: str | None, file: str, pos: int) -> bool:
-        return BinlogOffset(file, pos).sort_key()[:3] >= target
+        return BinlogOffset(file, pos).position_key() >= target
 
     return done

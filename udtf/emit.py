@@ -61,4 +61,4 @@ class EmitRule:
             if gtid is None:
                 raise StateError(f"an event at {event.to_dict()!r} has no GTID, but chunk {i} has a GTID watermark")
             return not gset.contains_gtid(gtid)
-        return event.sort_key()[:3] > high.sort_key()[:3]
+        return event.position_key() > high.position_key()

@@ -268,11 +268,11 @@ class SnapshotReader:
             done = gtid_window_done(needed)
             keep: Callable[[Any], bool] = lambda r: r.gtid is not None and needed.contains_gtid(r.gtid)  # noqa: E731
         else:
-            if high.sort_key()[:3] <= low.sort_key()[:3]:
+            if high.position_key() <= low.position_key():
                 return []
             done = position_window_done(high)
-            target = high.sort_key()[:3]
-            keep = lambda r: BinlogOffset(r.file, r.pos).sort_key()[:3] <= target  # noqa: E731
+            target = high.position_key()
+            keep = lambda r: BinlogOffset(r.file, r.pos).position_key() <= target  # noqa: E731
         conv = binlog_row_converter(self.schema.columns, self.opts.tinyint1_as_boolean)
         changes: list[RowChange] = []
         with claimed_server_id(self.profile, self.opts.server_ids) as sid:

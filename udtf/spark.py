@@ -90,6 +90,12 @@ def position_text(read: ChunkRead) -> str:
     return json.dumps(read.high.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
+def meta_values(read: ChunkRead) -> tuple[str, str, str, str, str]:
+    """The metadata columns' values for every row of a chunk: op, database, table, chunk id, position."""
+    c = read.chunk
+    return ("r", c.table.database, c.table.table, c.id, position_text(read))
+
+
 def record(opts: CdcOptions, read: ChunkRead) -> None:
     if opts.state_dir:
         StateStore(opts.state_dir).record_chunk(ChunkRecord.of(read.chunk, read.low, read.high, read.rows))
@@ -172,7 +178,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                 self.reader = SnapshotReader(resolve_profile(self.opts, self._profiles), self.schema, self.facts,
                                              self.opts)
             read = self.reader.read(chunk)
-            meta = ("r", chunk.table.database, chunk.table.table, chunk.id, position_text(read))
+            meta = meta_values(read)
             for batch in read.batches:
                 for row in batch_to_rows(batch):
                     yield (*row, *meta)
@@ -193,8 +199,7 @@ class ChunkPartition(InputPartition):
 def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema) -> pa.RecordBatch:
     """The chunk's rows plus the metadata columns (constant per chunk)."""
     n = batch.num_rows
-    meta = ("r", read.chunk.table.database, read.chunk.table.table, read.chunk.id, position_text(read))
-    arrays = [*batch.columns, *(pa.repeat(pa.scalar(v, pa.string()), n) for v in meta)]
+    arrays = [*batch.columns, *(pa.repeat(pa.scalar(v, pa.string()), n) for v in meta_values(read))]
     return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
