@@ -42,5 +42,9 @@ class BinlogError(MysqlCdcError):
     """The binlog could not be read as needed (purged files, lost connection, unexpected events)."""
 
 
+class SchemaChangedError(BinlogError):
+    """A captured table's definition changed in the binlog; the stream cannot follow it."""
+
+
 class StateError(MysqlCdcError):
     """Recorded progress is missing, unreadable or inconsistent."""

@@ -42,9 +42,21 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("partitions", int, 0, "data source: Spark partitions to spread the chunks over; 0: one per chunk"),
     OptionSpec("connect_timeout", float, 10.0, "seconds to wait for a connection"),
     OptionSpec("tinyint1_as_boolean", bool, False, "map TINYINT(1) to BOOLEAN instead of TINYINT"),
+    OptionSpec("startup", str, "initial",
+               "binlog start: initial (after the recorded snapshot; streams take it first), snapshot (snapshot "
+               "only), latest, earliest, offset (startup_offset), timestamp (startup_timestamp)"),
+    OptionSpec("startup_offset", str, None, "with startup offset: 'file:pos', a JSON offset, or a MySQL GTID set"),
+    OptionSpec("startup_timestamp", str, None,
+               "with startup timestamp: epoch seconds or ISO-8601; earlier commits are not emitted"),
+    OptionSpec("end", str, "latest", "mysql_cdc_binlog: where a batch read stops, 'latest' (taken when the read "
+               "starts) or 'file:pos'"),
+    OptionSpec("max_chunks_per_batch", int, 0, "streaming: snapshot chunks per micro-batch; 0: all"),
+    OptionSpec("max_rows_per_batch", int, 0,
+               "streaming: binlog change rows per micro-batch (rounded up to whole transactions); 0: no limit"),
 )
 _SPECS = {s.key: s for s in OPTIONS}
 WATERMARKS = ("auto", "snapshot", "gtid", "position")
+STARTUP_MODES = ("initial", "snapshot", "latest", "earliest", "offset", "timestamp")
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,12 @@ class CdcOptions:
     partitions: int = 0
     connect_timeout: float = 10.0
     tinyint1_as_boolean: bool = False
+    startup: str = "initial"
+    startup_offset: str | None = None
+    startup_timestamp: str | None = None
+    end: str = "latest"
+    max_chunks_per_batch: int = 0
+    max_rows_per_batch: int = 0
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "password")
@@ -148,6 +166,15 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError(f"bad watermark {opts.watermark!r}; expected one of {', '.join(WATERMARKS)}")
     if opts.connect_timeout <= 0:
         raise ConfigError(f"connect_timeout must be > 0 seconds, got {opts.connect_timeout!r}")
+    if opts.startup not in STARTUP_MODES:
+        raise ConfigError(f"bad startup {opts.startup!r}; expected one of {', '.join(STARTUP_MODES)}")
+    if opts.startup == "offset" and not opts.startup_offset:
+        raise ConfigError("startup 'offset' needs startup_offset, e.g. 'binlog.000003:4' or a MySQL GTID set")
+    if opts.startup == "timestamp" and not opts.startup_timestamp:
+        raise ConfigError("startup 'timestamp' needs startup_timestamp, e.g. '2026-11-22T10:00:00+00:00'")
+    if opts.max_chunks_per_batch < 0 or opts.max_rows_per_batch < 0:
+        raise ConfigError(f"max_chunks_per_batch and max_rows_per_batch must be >= 0 (0: no limit), got "
+                          f"{opts.max_chunks_per_batch!r} and {opts.max_rows_per_batch!r}")
     opts.server_ids  # noqa: B018 - validates the range
     for p in opts.table_patterns:
         try:

@@ -81,7 +81,13 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     is shipped to the server as a session artifact unless ``ship_code=False`` (batch queries only; streaming
     needs the package installed in the server's Python).
     """
-    from udtf.spark import CHUNK_TABLE_DDL, build_chunks_udtf, build_data_source, build_snapshot_udtf
+    from udtf.spark import (
+        CHUNK_TABLE_DDL,
+        build_binlog_udtf,
+        build_chunks_udtf,
+        build_data_source,
+        build_snapshot_udtf,
+    )
 
     profs = _profiles(profiles)
     remote = _is_connect(spark)
@@ -99,5 +105,7 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     snapshot = _create_py_udtf(build_snapshot_udtf(profs), returnType=None, name="mysql_cdc_snapshot",
                                useArrow=True)
     spark.udtf.register("mysql_cdc_chunks", chunks)
+    binlog = _create_py_udtf(build_binlog_udtf(profs), returnType=None, name="mysql_cdc_binlog", useArrow=True)
     spark.udtf.register("mysql_cdc_snapshot", snapshot)
+    spark.udtf.register("mysql_cdc_binlog", binlog)
     spark.dataSource.register(build_data_source(profs))

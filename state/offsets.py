@@ -129,6 +129,9 @@ class GtidSet:
                 out.append((s, _merge(rest)))
         return GtidSet(tuple(out))
 
+    def intersection(self, other: GtidSet) -> GtidSet:
+        return self.difference(self.difference(other))
+
     def issubset(self, other: GtidSet) -> bool:
         return not self.difference(other).sources
 
@@ -143,6 +146,58 @@ class GtidSet:
         for s, iv in self.sources:
             parts.append(s + "".join(f":{a}" if a == b else f":{a}-{b}" for a, b in iv))
         return ",".join(parts)
+
+
+_MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
+
+
+@dataclass(frozen=True)
+class MariadbGtidPos:
+    """A MariaDB GTID position: per replication domain, the last applied ``domain-server-seq``.
+
+    Within a domain, sequence numbers grow with the binlog order, so a GTID ``d-s-n`` is at or before the
+    position when ``n`` is at most the position's sequence number of domain ``d``.
+
+    >>> p = MariadbGtidPos.parse("0-1-100,1-2-7")
+    >>> p.contains_gtid("0-1-99"), p.contains_gtid("0-3-101"), p.contains_gtid("2-1-1"), str(p)
+    (True, False, False, '0-1-100,1-2-7')
+    """
+
+    domains: tuple[tuple[int, int, int], ...] = ()  # (domain, server, seq), sorted by domain
+
+    @classmethod
+    def parse(cls, text: str | None) -> MariadbGtidPos:
+        acc: dict[int, tuple[int, int]] = {}
+        for part in (text or "").replace(" ", "").replace("\n", "").split(","):
+            if not part:
+                continue
+            m = _MARIADB_GTID.match(part)
+            if not m:
+                raise ConfigError(f"bad MariaDB GTID position {text!r}: {part!r} is not domain-server-seq")
+            d, srv, seq = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            if d in acc and acc[d][1] >= seq:
+                continue
+            acc[d] = (srv, seq)
+        return cls(tuple((d, srv, seq) for d, (srv, seq) in sorted(acc.items())))
+
+    def contains_gtid(self, gtid: str) -> bool:
+        m = _MARIADB_GTID.match(gtid.strip())
+        if not m:
+            raise ConfigError(f"bad MariaDB GTID {gtid!r}; expected domain-server-seq")
+        d, seq = int(m.group(1)), int(m.group(3))
+        return any(dd == d and seq <= s for dd, _, s in self.domains)
+
+    def union(self, other: MariadbGtidPos) -> MariadbGtidPos:
+        return MariadbGtidPos.parse(f"{self},{other}")
+
+    def __str__(self) -> str:
+        return ",".join(f"{d}-{srv}-{seq}" for d, srv, seq in self.domains)
+
+
+def is_mariadb_gtids(text: str | None) -> bool:
+    """Whether a GTID text is MariaDB's ``domain-server-seq`` list rather than a MySQL ``uuid:n`` set."""
+    parts = [p for p in (text or "").replace(" ", "").split(",") if p]
+    return bool(parts) and all(_MARIADB_GTID.match(p) for p in parts)
 
 
 @dataclass(frozen=True)

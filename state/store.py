@@ -3,6 +3,8 @@
 Layout under the state directory (a local path or a pyarrow filesystem URI such as ``s3://bucket/prefix``)::
 
     chunks/<db>.<table>/<index>.json     one record per finished chunk, written once
+    plans/<db>.<table>.json              a streaming query's chunk plan, written once
+    offsets/<stream>.json                the last committed offset of a stream, replaced atomically
 
 A chunk is recorded only after its rows were handed on (contract C5). When a retried task records a chunk
 again, the FIRST record stays: a re-read chunk sees a newer high watermark, and replaying the binlog from the
@@ -19,6 +21,7 @@ import os
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,10 +93,11 @@ class StateStore:
     def _chunk_dir(self, table: TableId) -> str:
         return f"{self._root.rstrip('/')}/chunks/{_safe(table.database)}.{_safe(table.table)}"
 
-    def record_chunk(self, rec: ChunkRecord) -> ChunkRecord:
-        """Write the record unless one exists already; return the record that is now stored."""
-        path = f"{self._chunk_dir(rec.table)}/{rec.index}.json"
-        data = json.dumps(rec.to_dict(), sort_keys=True).encode()
+    def _path(self, *parts: str) -> str:
+        return "/".join([self._root.rstrip("/"), *parts])
+
+    def _write(self, path: str, data: bytes, first_wins: bool) -> None:
+        """Write atomically; with ``first_wins`` an existing file stays (atomic ``link`` on local paths)."""
         if self._local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
@@ -102,37 +106,83 @@ class StateStore:
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
-                with contextlib.suppress(FileExistsError):  # first record wins
-                    os.link(tmp, path)
+                if first_wins:
+                    with contextlib.suppress(FileExistsError):
+                        os.link(tmp, path)
+                else:
+                    os.replace(tmp, path)
+                    tmp = ""
             finally:
-                os.unlink(tmp)
+                if tmp:
+                    os.unlink(tmp)
         else:
             assert self._fs is not None
             import pyarrow.fs as pafs
 
-            if self._fs.get_file_info(path).type == pafs.FileType.NotFound:
-                self._fs.create_dir(os.path.dirname(path), recursive=True)
-                with self._fs.open_output_stream(path) as f:
-                    f.write(data)
+            if first_wins and self._fs.get_file_info(path).type != pafs.FileType.NotFound:
+                return
+            self._fs.create_dir(os.path.dirname(path), recursive=True)
+            with self._fs.open_output_stream(path) as f:  # object stores replace whole objects atomically
+                f.write(data)
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        try:
+            if self._local:
+                with open(path, "rb") as f:
+                    return f.read()
+            assert self._fs is not None
+            with self._fs.open_input_stream(path) as f:
+                return bytes(f.read())
+        except FileNotFoundError:
+            return None
+
+    def _read_json(self, path: str) -> Any:
+        raw = self._read_bytes(path)
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise StateError(f"state file {path!r} is not valid JSON: {e}; it was damaged outside this tool, "
+                             "remove the state directory and take a new snapshot") from e
+
+    def record_chunk(self, rec: ChunkRecord) -> ChunkRecord:
+        """Write the record unless one exists already; return the record that is now stored."""
+        path = f"{self._chunk_dir(rec.table)}/{rec.index}.json"
+        self._write(path, json.dumps(rec.to_dict(), sort_keys=True).encode(), first_wins=True)
         stored = self._read(path)
         assert stored is not None
         return stored
 
-    def _read(self, path: str) -> ChunkRecord | None:
-        try:
-            if self._local:
-                with open(path, "rb") as f:
-                    raw = f.read()
-            else:
-                assert self._fs is not None
-                with self._fs.open_input_stream(path) as f:
-                    raw = f.read()
-        except FileNotFoundError:
+    def record_plan(self, table: TableId, chunks: Sequence[Chunk]) -> list[Chunk]:
+        """Keep a table's chunk plan (first one wins, so a restarted stream reads the same chunks)."""
+        path = self._path("plans", f"{_safe(table.database)}.{_safe(table.table)}.json")
+        rows = [{"index": c.index, "key_columns": list(c.key_columns), "start": encode_key(c.start),
+                 "end": encode_key(c.end)} for c in chunks]
+        self._write(path, json.dumps({"chunks": rows}).encode(), first_wins=True)
+        stored = self.plan(table)
+        assert stored is not None
+        return stored
+
+    def plan(self, table: TableId) -> list[Chunk] | None:
+        d = self._read_json(self._path("plans", f"{_safe(table.database)}.{_safe(table.table)}.json"))
+        if d is None:
             return None
-        try:
-            return ChunkRecord.from_dict(json.loads(raw))
-        except json.JSONDecodeError as e:
-            raise StateError(f"chunk record {path!r} is not valid JSON: {e}") from e
+        return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]))
+                for r in d["chunks"]]
+
+    def record_offset(self, name: str, offset: dict[str, Any]) -> None:
+        """The latest committed offset of a stream (replaced atomically)."""
+        self._write(self._path("offsets", f"{_safe(name)}.json"), json.dumps(offset, sort_keys=True).encode(),
+                    first_wins=False)
+
+    def offset(self, name: str) -> dict[str, Any] | None:
+        d = self._read_json(self._path("offsets", f"{_safe(name)}.json"))
+        return d if isinstance(d, dict) else None
+
+    def _read(self, path: str) -> ChunkRecord | None:
+        d = self._read_json(path)
+        return None if d is None else ChunkRecord.from_dict(d)
 
     def chunk_records(self, table: TableId) -> list[ChunkRecord]:
         """Every recorded chunk of the table, by index."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -60,75 +61,172 @@ def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None
         conn.close()
 
 
-def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId],
-                     *, flavor: str, use_gtid: bool,
-                     done: Callable[[str | None, str, int], bool]) -> Iterator[BinlogRow]:
-    """Row changes of ``tables`` from ``start`` (exclusive): by GTID auto-positioning from ``start.gtids``
-    when ``use_gtid``, else from ``start.file``/``start.pos``. Stops at the end of the binlog, or when
-    ``done(gtid, file, pos)`` says so at a transaction boundary (before a new GTID, after a commit)."""
+@dataclass(frozen=True)
+class Transaction:
+    """The captured rows of one committed transaction, yielded once its commit was read (never half of one)."""
+
+    gtid: str | None
+    file: str
+    end: int  # binlog position just after the commit: a transaction boundary, where a later read may start
+    timestamp: int
+    rows: tuple[BinlogRow, ...]
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """A DDL statement on a captured table, met in the binlog."""
+
+    table: TableId
+    statement: str
+    file: str
+    pos: int
+
+
+_DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|CREATE)\b", re.IGNORECASE | re.DOTALL)
+
+
+def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
+    """Captured tables a DDL statement may change (by name, conservatively: a mention is enough).
+
+    >>> ddl_tables("ALTER TABLE `t` ADD c INT", "d", {TableId("d", "t"), TableId("d", "u")})
+    [TableId(database='d', table='t')]
+    >>> ddl_tables("INSERT INTO t VALUES (1)", "d", {TableId("d", "t")})
+    []
+    """
+    if not _DDL.match(statement):
+        return []
+    words = re.findall(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)", statement)
+    names = [(a.replace("``", "`") if a else b).lower() for a, b in words]
+    hit = []
+    for t in sorted(tables, key=str):
+        for i, n in enumerate(names):
+            if n == t.table.lower():
+                qualified = i >= 1 and names[i - 1] == t.database.lower()
+                if qualified or t.database.lower() == (default_db or "").lower() or t.database.lower() in names:
+                    hit.append(t)
+                    break
+    return hit
+
+
+def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId], *,
+                      flavor: str, auto_position: bool, end: BinlogOffset | None = None,
+                      on_schema_change: Callable[[SchemaChange], None] | None = None,
+                      skip_before: int | None = None) -> Iterator[Transaction]:
+    """Committed transactions touching ``tables`` after ``start``, with their captured rows.
+
+    From ``start.file``/``start.pos`` (a transaction boundary), or with ``auto_position`` by GTID
+    auto-positioning from ``start.gtids`` (MySQL: every transaction not in that set). Stops at ``end`` (a
+    transaction boundary: transactions committed at or before it are read) or, without one, at the end of the
+    binlog. Transactions that do not touch ``tables`` are yielded with no rows, so callers see boundaries
+    move. A transaction whose boundary is not past the last one yielded is dropped: after a reconnect the
+    library may re-send (from the start position, or from the GTID set), and nothing comes out twice.
+    ``skip_before`` drops events with a timestamp before it (startup from a timestamp)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+    if end is not None and not auto_position and start.position_key() >= end.position_key():
+        return
     settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.password,
                 "charset": "utf8mb4", "connect_timeout": max(1, int(round(profile.connect_timeout))),
                 "init_command": "SET SESSION time_zone = '+00:00'", "read_timeout": READ_TIMEOUT}
     kw: dict[str, Any] = {}
-    if use_gtid:
+    if auto_position:
         kw["auto_position"] = start.gtids or ""
     else:
         kw.update(log_file=start.file, log_pos=start.pos, resume_stream=True)
-    try:
-        stream = BinLogStreamReader(
-            connection_settings=settings, server_id=server_id, blocking=False,
-            only_events=[GtidEvent, MariadbGtidEvent, XidEvent, QueryEvent, RotateEvent, WriteRowsEvent,
-                         UpdateRowsEvent, DeleteRowsEvent],
-            only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
-            # the library's MariaDB mode starts from a GTID state and ignores file/position
-            is_mariadb=flavor == "mariadb" and use_gtid, enable_logging=False, freeze_schema=True, **kw)
-    except Exception as e:  # pragma: no cover - constructor does not connect
-        raise BinlogError(f"cannot open the binlog from {start.to_dict()!r}: {type(e).__name__}") from e
+    stream = BinLogStreamReader(
+        connection_settings=settings, server_id=server_id, blocking=False,
+        only_events=[GtidEvent, MariadbGtidEvent, XidEvent, QueryEvent, RotateEvent, WriteRowsEvent,
+                     UpdateRowsEvent, DeleteRowsEvent],
+        only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
+        # the library's MariaDB mode starts from a GTID state and ignores file/position
+        is_mariadb=flavor == "mariadb" and auto_position, enable_logging=False, freeze_schema=True, **kw)
     wanted = {(t.database, t.table) for t in tables}
+    end_key = end.position_key() if end is not None else None
+    last = start.position_key() if not auto_position else None
     file = start.file
     gtid: str | None = None
+    rows: list[BinlogRow] = []
+    ts = 0
+
+    def boundary(pos: int) -> Transaction | None:
+        nonlocal rows, gtid, last
+        key = BinlogOffset(file, pos).position_key()
+        txn = None
+        if last is None or key > last:
+            txn = Transaction(gtid, file, pos, ts, tuple(rows))
+            last = key
+        rows = []
+        gtid = None
+        return txn
+
     try:
         for ev in stream:
             pos = int(ev.packet.log_pos)
             if isinstance(ev, RotateEvent):
                 file = ev.next_binlog
                 continue
+            if end_key is not None and last is not None and last >= end_key:
+                return
             if isinstance(ev, GtidEvent | MariadbGtidEvent):
-                if done(gtid, file, pos):
-                    return
+                rows = []
                 gtid = str(ev.gtid)
+                ts = int(ev.timestamp)
                 continue
-            if isinstance(ev, XidEvent) or (isinstance(ev, QueryEvent) and ev.query == "COMMIT"):
-                if done(gtid, file, pos):
-                    return
+            if isinstance(ev, XidEvent) or (isinstance(ev, QueryEvent) and ev.query.strip().upper() == "COMMIT"):
+                if skip_before is not None and ts < skip_before:
+                    rows = []
+                txn = boundary(pos)
+                if txn is not None:
+                    yield txn
                 continue
             if isinstance(ev, QueryEvent):
+                q = ev.query.strip()
+                if q.upper() in ("BEGIN", "XA START") or q.upper().startswith("XA "):
+                    continue
+                db = ev.schema.decode() if isinstance(ev.schema, bytes) else str(ev.schema or "")
+                changed = ddl_tables(q, db, tables)
+                late = skip_before is None or int(ev.timestamp) >= skip_before
+                if changed and on_schema_change is not None and late:
+                    on_schema_change(SchemaChange(changed[0], q, file, pos))
+                txn = boundary(pos)  # a DDL statement is a transaction of its own
+                if txn is not None:
+                    yield txn
                 continue
             if (ev.schema, ev.table) not in wanted:
                 continue
             ts = int(ev.timestamp)
             for row in ev.rows:
                 if isinstance(ev, WriteRowsEvent):
-                    yield BinlogRow(ev.schema, ev.table, "insert", None, row["values"], file, pos, gtid, ts)
+                    rows.append(BinlogRow(ev.schema, ev.table, "insert", None, row["values"], file, pos, gtid, ts))
                 elif isinstance(ev, UpdateRowsEvent):
-                    yield BinlogRow(ev.schema, ev.table, "update", row["before_values"], row["after_values"],
-                                    file, pos, gtid, ts)
+                    rows.append(BinlogRow(ev.schema, ev.table, "update", row["before_values"], row["after_values"],
+                                          file, pos, gtid, ts))
                 else:
-                    yield BinlogRow(ev.schema, ev.table, "delete", row["values"], None, file, pos, gtid, ts)
+                    rows.append(BinlogRow(ev.schema, ev.table, "delete", row["values"], None, file, pos, gtid, ts))
     except BinlogError:
         raise
     except Exception as e:
         code = getattr(e, "args", [None])[0]
         if code == 1236:
             raise BinlogError(f"the server cannot send the binlog from {start.to_dict()!r}: {e.args[1]!r}; the "
-                              "needed binlog files were purged: take a new snapshot") from None
+                              "binlog files this read needs were purged: take a new snapshot (start the stream "
+                              "with a new state_dir and checkpoint)") from None
         raise
     finally:
         stream.close()
+
+
+def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId],
+                     *, flavor: str, use_gtid: bool,
+                     done: Callable[[str | None, str, int], bool]) -> Iterator[BinlogRow]:
+    """Row changes of ``tables`` from ``start`` (exclusive), transaction by transaction, until
+    ``done(gtid, file, end)`` says so after a transaction (used by the snapshot backfill)."""
+    for txn in read_transactions(profile, server_id, start, tables, flavor=flavor, auto_position=use_gtid):
+        yield from txn.rows
+        if done(txn.gtid, txn.file, txn.end):
+            return
 
 
 def gtid_window_done(needed: GtidSet) -> Callable[[str | None, str, int], bool]:

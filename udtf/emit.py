@@ -44,6 +44,22 @@ class EmitRule:
             raise StateError("only the first chunk may be open below")
         self._highs = list(highs)
         self._sets = [GtidSet.parse(h.gtids) if h.kind == "gtid" else None for h in highs]
+        kinds = {s is None for s in self._sets}
+        if len(kinds) > 1:
+            raise StateError("chunks of one table mix GTID and position watermarks; take a new snapshot")
+        self._lowest = min(h.position_key() for h in highs)
+        self._highest = max(h.position_key() for h in highs)
+        sets = [s for s in self._sets if s is not None]
+        self._all = self._any = None
+        if sets:
+            all_, any_ = sets[0], sets[0]
+            for s in sets[1:]:
+                all_, any_ = all_.intersection(s), any_.union(s)
+            self._all, self._any = all_, any_
+
+    @property
+    def highs(self) -> tuple[BinlogOffset, ...]:
+        return tuple(self._highs)
 
     @property
     def start(self) -> BinlogOffset:
@@ -53,6 +69,25 @@ class EmitRule:
     def owner(self, key: SortKey) -> int:
         """Index of the chunk whose range holds ``key`` (binary search)."""
         return bisect.bisect_right(self._starts, key)
+
+    def decided(self, event: BinlogOffset, gtid: str | None = None) -> bool | None:
+        """The emit decision when it is the same for every chunk of the table (no key needed), else None.
+
+        Past every high watermark an event is emitted whatever its key; at or before all of them it is not."""
+        if self._any is not None and self._all is not None:
+            if gtid is None:
+                raise StateError(f"an event at {event.to_dict()!r} has no GTID, but the chunks have GTID watermarks")
+            if not self._any.contains_gtid(gtid):
+                return True
+            if self._all.contains_gtid(gtid):
+                return False
+            return None
+        key = event.position_key()
+        if key > self._highest:
+            return True
+        if key <= self._lowest:
+            return False
+        return None
 
     def emit(self, key: SortKey, event: BinlogOffset, gtid: str | None = None) -> bool:
         i = self.owner(key)

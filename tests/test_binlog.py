@@ -1,0 +1,240 @@
+"""The binlog phase on real servers (C3): after a snapshot taken while writers change the table, the emitted
+changes applied in binlog order on top of the snapshot equal the table, and each change comes out exactly
+when its chunk's high watermark does not already include it: never missing, never twice."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mysql_cdc.errors import BinlogError, SchemaChangedError
+from mysql_cdc.options import ConnectionProfile, parse_options
+from planner.chunks import Chunk, TableId
+from planner.connect import connect
+from planner.plan import plan_tables
+from state.offsets import BinlogOffset, binlog_file_key
+from state.store import ChunkRecord, StateStore
+from tests.helpers import Write, Writer, insert_rows
+from udtf.binlog import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
+from udtf.convert import batch_to_rows
+from udtf.snapshot import Hooks, SnapshotReader
+
+Image = tuple[str, int, int]  # op, id, v
+
+
+class Model:
+    """The table as the test changed it, and the row images each write produced."""
+
+    def __init__(self, writer: Writer, rows: dict[int, int]) -> None:
+        self.w = writer
+        self.rows = rows
+        self.images: list[tuple[Write, list[Image]]] = []
+        self.n = 0
+
+    def _v(self) -> int:
+        self.n += 1
+        return 1_000_000 + self.n
+
+    def insert(self, k: int) -> None:
+        v = self._v()
+        self.w("INSERT INTO t (id, v) VALUES (%s, %s)", k, v)
+        self.rows[k] = v
+        self.images.append((self.w.writes[-1], [("+I", k, v)]))
+
+    def update(self, k: int, new_k: int | None = None) -> None:
+        v, nk = self._v(), k if new_k is None else new_k
+        self.w("UPDATE t SET id = %s, v = %s WHERE id = %s", nk, v, k)
+        old = self.rows.pop(k)
+        self.rows[nk] = v
+        self.images.append((self.w.writes[-1], [("-U", k, old), ("+U", nk, v)]))
+
+    def delete(self, k: int) -> None:
+        self.w("DELETE FROM t WHERE id = %s", k)
+        self.images.append((self.w.writes[-1], [("-D", k, self.rows.pop(k))]))
+
+    def flush_logs(self) -> None:
+        self.w("FLUSH BINARY LOGS")
+
+
+def _owner(chunks: list[Chunk], k: int) -> Chunk:
+    return next(c for c in chunks if (c.start is None or (k,) >= c.start) and (c.end is None or (k,) < c.end))
+
+
+def _snapshot(profile: ConnectionProfile, db: str, store: StateStore, during: dict[int, Any]
+              ) -> tuple[list[Chunk], dict[int, int], dict[int, BinlogOffset]]:
+    """Read every chunk (running ``during[index]`` right after that chunk's low watermark) and record it."""
+    opts = parse_options({"tables": f"{db}\\.t", "chunk_size": 100})
+    facts, plans = plan_tables(profile, opts)
+    chunks = list(plans[0].chunks)
+    assert len(chunks) >= 8
+    hooks = Hooks(after_low_watermark=lambda c: during[c.index]() if c.index in during else None)
+    reader = SnapshotReader(profile, plans[0].schema, facts, opts, hooks=hooks)
+    snap: dict[int, int] = {}
+    highs: dict[int, BinlogOffset] = {}
+    for c in chunks:
+        read = reader.read(c)
+        for batch in read.batches:
+            for k, v in batch_to_rows(batch):
+                snap[k] = v
+        store.record_chunk(ChunkRecord.of(c, read.low, read.high, read.rows))
+        highs[c.index] = read.high
+    return chunks, snap, highs
+
+
+def _phase(profile: ConnectionProfile, db: str, store: StateStore) -> tuple[BinlogPhase, ReadFrom]:
+    opts = parse_options({"tables": f"{db}\\.t", "state_dir": store.location})
+    facts, plans = plan_tables(profile, opts)
+    table = TableId(db, "t")
+    rules = recorded_rules(store, {table: plans[0].schema}, lambda: connect(profile))
+    return BinlogPhase(profile, facts, opts, {table: plans[0].schema}, rules), rules_start(rules)
+
+
+def _apply(rows: dict[int, int], changes: list[Change]) -> dict[int, int]:
+    out = dict(rows)
+    for ch in sorted(changes, key=lambda c: (binlog_file_key(c.file), c.pos, c.row)):
+        k, v = ch.values
+        if ch.op in ("-U", "-D"):
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+def _source(root: Any) -> dict[int, int]:
+    cur = root.cursor()
+    cur.execute("SELECT id, v FROM t")
+    out = {int(k): int(v) for k, v in cur.fetchall()}
+    cur.close()
+    return out
+
+
+@pytest.fixture
+def table(root: Any) -> Iterator[Model]:
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
+    keys = range(2, 2001, 2)  # even keys: odd ones are free for inserts and moved keys
+    insert_rows(root, "t", ["id", "v"], [(k, k) for k in keys])
+    yield Model(Writer(root), {k: k for k in keys})
+
+
+def test_snapshot_plus_changes_equal_the_table_and_each_change_comes_once(
+        profile: ConnectionProfile, db: str, root: Any, table: Model, tmp_path: Any) -> None:
+    m = table
+    store = StateStore(str(tmp_path / "state"))
+
+    def while_chunk_2_reads() -> None:
+        m.update(50)          # chunk 0, read already: its high watermark is before this
+        m.update(450)         # chunk 2, being read: after its low watermark
+        m.update(1300)        # a chunk read later: already in its rows
+        m.update(1880, 61)    # a key moves from a later chunk into chunk 0 (after image emitted, before not)
+        m.update(70, 1921)    # and the other way
+        m.delete(960)
+        m.insert(4001)        # beyond the last key: the open last chunk
+        m.flush_logs()        # the backfill and the binlog phase cross a rotation
+        m.delete(1640)
+        m.insert(1640)        # a deleted key comes back
+
+    def while_chunk_6_reads() -> None:
+        m.update(1250)
+        m.update(1440, 31)
+
+    chunks, snap, highs = _snapshot(profile, db, store, {2: while_chunk_2_reads, 6: while_chunk_6_reads})
+    during = list(m.images)
+
+    # after the snapshot: inserts, updates moving keys between chunks, deletes, re-inserts, a multi-row write
+    for k in (10, 666, 1998):
+        m.update(k)
+    m.update(888, 4003)
+    m.delete(20)
+    m.insert(20)
+    m.flush_logs()
+    m.w("UPDATE t SET v = v + 1 WHERE id BETWEEN 1200 AND 1208")
+    multi = range(1200, 1209, 2)
+    many = [img for k in multi for img in (("-U", k, m.rows[k]), ("+U", k, m.rows[k] + 1))]
+    for k in multi:
+        m.rows[k] += 1
+    m.images.append((m.w.writes[-1], many))
+
+    phase, start = _phase(profile, db, store)
+    changes = list(phase.changes(start, None))
+
+    assert _apply(snap, changes) == _source(root) == m.rows
+    # exactly once: an image comes out iff the high watermark of the chunk holding its key lacks the write
+    expected: Counter[Image] = Counter()
+    for write, images in m.images:
+        for op, k, v in images:
+            if not write.covered_by(highs[_owner(chunks, k).index]):
+                expected[(op, k, v)] += 1
+    got = Counter((ch.op, ch.values[0], ch.values[1]) for ch in changes)
+    assert got == expected
+    # the key decided some of the writes during the snapshot: some were left out, some emitted
+    during_images = {(op, k, v) for _, imgs in during for op, k, v in imgs}
+    assert 0 < len(during_images & set(got)) < len(during_images)
+    positions = [(ch.file, ch.pos, ch.row) for ch in changes]
+    assert len(positions) == len(set(positions))
+
+
+def test_reading_up_to_an_end_then_on_from_it_loses_and_repeats_nothing(
+        profile: ConnectionProfile, db: str, root: Any, table: Model, tmp_path: Any) -> None:
+    m = table
+    store = StateStore(str(tmp_path / "state"))
+    _, snap, _ = _snapshot(profile, db, store, {})
+    phase, start = _phase(profile, db, store)
+    ends = []
+    for i in range(4):
+        m.update(100 + 2 * i)
+        m.insert(5001 + 2 * i)
+        if i == 1:
+            m.flush_logs()
+        ends.append(server_end(profile, phase.facts))
+    changes: list[Change] = []
+    begin = start
+    for end in ends:
+        part = list(phase.changes(begin, end))
+        again = list(phase.changes(begin, end))
+        assert part == again  # a range reads the same changes each time (a re-run micro-batch)
+        changes += part
+        begin = ReadFrom(BinlogOffset(end.file, end.pos))
+    assert _apply(snap, changes) == _source(root)
+    assert Counter(ch.values for ch in changes if ch.op == "+I") == Counter((5001 + 2 * i, m.rows[5001 + 2 * i])
+                                                                           for i in range(4))
+
+
+def test_ddl_on_a_captured_table_stops_with_the_table_and_position(
+        profile: ConnectionProfile, db: str, root: Any, table: Model, tmp_path: Any) -> None:
+    m = table
+    store = StateStore(str(tmp_path / "state"))
+    _snapshot(profile, db, store, {})
+    phase, start = _phase(profile, db, store)
+    m.update(2)
+    root.cursor().execute("ALTER TABLE t ADD COLUMN extra INT")
+    m.w("UPDATE t SET extra = 5 WHERE id = 2")
+    got: list[Change] = []
+    with pytest.raises(SchemaChangedError) as e:
+        for ch in phase.changes(start, None):
+            got.append(ch)
+    msg = str(e.value)
+    assert f"'{db}.t'" in msg and "ALTER TABLE" in msg and "new snapshot" in msg
+    assert [ch.op for ch in got] == ["-U", "+U"] and got[1].values[0] == 2  # the change before the DDL came out
+
+
+def test_purged_binlog_is_one_clear_error(profile: ConnectionProfile, db: str, root: Any, table: Model,
+                                          tmp_path: Any) -> None:
+    m = table
+    store = StateStore(str(tmp_path / "state"))
+    _snapshot(profile, db, store, {})
+    phase, start = _phase(profile, db, store)
+    m.update(6)
+    m.flush_logs()
+    m.update(8)
+    cur = root.cursor()
+    cur.execute("SHOW BINARY LOGS")
+    last = cur.fetchall()[-1][0]
+    cur.execute("PURGE BINARY LOGS TO %s", (last,))
+    cur.close()
+    with pytest.raises(BinlogError) as e:
+        list(phase.changes(ReadFrom(BinlogOffset(start.offset.file, start.offset.pos)), None))
+    msg = str(e.value)
+    assert start.offset.file in msg and "purged" in msg and "new snapshot" in msg

@@ -1,0 +1,344 @@
+"""The binlog phase: change rows after the recorded chunk watermarks, each change once.
+
+Reads the binlog from the smallest high watermark of the captured tables' chunks (or from a startup offset)
+up to an end, transaction by transaction, and applies the emit rule (:mod:`udtf.emit`) to each row image:
+an image reaches the output when the chunk holding its key did not already reflect it. The decision needs
+the key only while an event lies between a table's smallest and largest high watermark; after that every
+event of the table is emitted. Keys are compared as the server orders them (:mod:`planner.keyorder`).
+
+An insert gives ``+I``, an update ``-U`` (before image) and ``+U`` (after image), a delete ``-D``. When a key
+moves between chunks the two images of one update are judged separately, so one of them may be left out:
+applying ``-U`` as a delete by identity and ``+U``/``+I`` as an upsert, in binlog order, on top of the
+snapshot, gives the table.
+
+A DDL statement on a captured table stops the read with :class:`~mysql_cdc.errors.SchemaChangedError`
+naming the table and the position: the chunk plan and the column types no longer describe the rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mysql_cdc.errors import BinlogError, ConfigError, SchemaChangedError, StateError
+from mysql_cdc.options import CdcOptions, ConnectionProfile
+from planner.chunks import TableId
+from planner.connect import ServerFacts, connect
+from planner.keyorder import KeyOrder
+from planner.schema import TableSchema
+from state.offsets import BinlogOffset
+from state.store import ChunkRecord, StateStore
+from udtf.binlog_events import SchemaChange, Transaction, claimed_server_id, read_transactions
+from udtf.convert import binlog_row_converter
+from udtf.emit import EmitRule, SortKey
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change row: the table's values (canonical, like the snapshot's) and where it is in the binlog."""
+
+    table: TableId
+    op: str  # +I, -U, +U, -D
+    values: tuple[Any, ...]
+    file: str
+    pos: int  # end position of the rows event
+    row: int  # index of the change in its transaction (orders changes of one event)
+    gtid: str | None
+    timestamp: int  # commit time, seconds since the epoch
+
+    def commit_time(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.timestamp, dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class ReadFrom:
+    """Where a binlog read starts: a transaction boundary, or (MySQL) every transaction not in a GTID set."""
+
+    offset: BinlogOffset
+    auto_position: bool = False
+    skip_before: int | None = None  # startup from a timestamp: events committed before it are not emitted
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"file": self.offset.file, "pos": self.offset.pos}
+        if self.auto_position:
+            d["gtids"] = self.offset.gtids or ""
+        if self.skip_before is not None:
+            d["skip_before"] = self.skip_before
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReadFrom:
+        auto = "gtids" in d
+        off = BinlogOffset(str(d["file"]), int(d["pos"]), d.get("gtids"), "gtid" if auto else "position")
+        sb = d.get("skip_before")
+        return cls(off, auto, None if sb is None else int(sb))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return v
+
+
+def server_end(profile: ConnectionProfile, facts: ServerFacts, conn: Any | None = None) -> BinlogOffset:
+    """The binlog end now (a transaction boundary), with MySQL's executed GTID set."""
+    own = conn is None
+    conn = conn or connect(profile)
+    try:
+        cur = conn.cursor()
+        cur.execute(facts.status_sql)
+        row = cur.fetchone()
+        cur.close()
+    finally:
+        if own:
+            conn.close()
+    if row is None:
+        raise BinlogError("the server reports no binlog position: enable log_bin")
+    gtids = str(row[4]).replace("\n", "") if facts.flavor == "mysql" and len(row) > 4 and row[4] else None
+    return BinlogOffset(str(row[0]), int(row[1]), gtids, "position")
+
+
+def earliest(profile: ConnectionProfile) -> BinlogOffset:
+    conn = connect(profile)
+    try:
+        cur = conn.cursor()
+        cur.execute("SHOW BINARY LOGS")
+        rows = cur.fetchall()
+        cur.close()
+    finally:
+        conn.close()
+    if not rows:
+        raise BinlogError("the server lists no binary logs: enable log_bin")
+    return BinlogOffset(str(rows[0][0]), 4)
+
+
+def parse_offset(text: str) -> ReadFrom:
+    """A startup offset: ``file:pos``, a JSON offset dict, or a MySQL GTID set (read by auto-positioning)."""
+    import json
+
+    t = text.strip()
+    if t.startswith("{"):
+        try:
+            return ReadFrom.from_dict(json.loads(t))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"bad startup_offset {text!r}: {e}; expected 'file:pos' or a GTID set") from e
+    file, sep, pos = t.rpartition(":")
+    if sep and file and pos.isdigit() and "-" not in pos and not file.count(":"):
+        return ReadFrom(BinlogOffset(file, int(pos)))
+    from state.offsets import GtidSet
+
+    try:
+        gs = GtidSet.parse(t)
+    except ConfigError:
+        gs = GtidSet()
+    if gs:
+        return ReadFrom(BinlogOffset("", 0, str(gs), "gtid"), auto_position=True)
+    raise ConfigError(f"bad startup_offset {text!r}; expected 'binlog.000003:4', a JSON offset or a MySQL GTID set")
+
+
+def parse_timestamp(text: str) -> int:
+    t = text.strip()
+    try:
+        return int(float(t))
+    except ValueError:
+        pass
+    try:
+        d = dt.datetime.fromisoformat(t)
+    except ValueError:
+        raise ConfigError(f"bad startup_timestamp {text!r}; expected seconds since the epoch or ISO-8601 "
+                          "such as '2026-11-22T10:00:00+00:00'") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=dt.timezone.utc)
+    return int(d.timestamp())
+
+
+def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOrder, conn: Any | None) -> EmitRule:
+    """The emit rule of one table from its recorded chunks (sort-key ranges and high watermarks)."""
+    bounds = [r.chunk() for r in records]
+    ends = [c.end for c in bounds if c.end is not None]
+    sks = key_order.sort_keys(conn, [tuple(_plain(v) for v in k) for k in ends]) if ends else []
+    it = iter(sks)
+    ranges: list[tuple[SortKey | None, SortKey | None]] = []
+    prev: SortKey | None = None
+    for c in bounds:
+        end = next(it) if c.end is not None else None
+        ranges.append((prev, end))
+        prev = end
+    return EmitRule(ranges, [r.high for r in records])
+
+
+def recorded_rules(store: StateStore, schemas: Mapping[TableId, TableSchema], conn_factory: Callable[[], Any]
+                   ) -> dict[TableId, EmitRule]:
+    rules: dict[TableId, EmitRule] = {}
+    conn = None
+    try:
+        for t, schema in schemas.items():
+            recs = store.chunk_records(t)
+            if not recs:
+                raise StateError(f"no chunk watermarks of table {str(t)!r} are recorded under {store.location!r}: "
+                                 "run the snapshot with this state_dir first, or start with startup => 'latest'")
+            ko = KeyOrder(schema)
+            if ko.needs_server and conn is None:
+                conn = conn_factory()
+            try:
+                rules[t] = chunk_rule(schema, recs, ko, conn)
+            except StateError as e:
+                raise StateError(f"table {str(t)!r}: {e} (found {len(recs)} records under {store.location!r}); "
+                                 "finish the snapshot first") from e
+    finally:
+        if conn is not None:
+            conn.close()
+    return rules
+
+
+def rules_start(rules: Mapping[TableId, EmitRule]) -> ReadFrom:
+    """Where the binlog phase starts: the smallest high watermark over all captured tables. With GTID
+    watermarks, every transaction not in the smallest executed set (GTID auto-positioning), since a
+    transaction can sit in the binlog before that position and still be missing from the set."""
+    starts = [r.start for r in rules.values()]
+    first = min(starts)
+    if first.kind == "gtid":
+        from state.offsets import GtidSet
+
+        common = GtidSet.parse(starts[0].gtids)
+        for s in starts[1:]:
+            common = common.intersection(GtidSet.parse(s.gtids))
+        return ReadFrom(BinlogOffset(first.file, first.pos, str(common), "gtid"), auto_position=True)
+    return ReadFrom(BinlogOffset(first.file, first.pos))
+
+
+class BinlogPhase:
+    """Reads change rows of some tables between two binlog points and decides, row image by row image,
+    whether each is emitted. ``rules`` maps a table to its emit rule; a table without one (startup from an
+    offset, no snapshot) has every change emitted."""
+
+    def __init__(self, profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,
+                 schemas: Mapping[TableId, TableSchema], rules: Mapping[TableId, EmitRule | None],
+                 connect_factory: Callable[[ConnectionProfile], Any] = connect) -> None:
+        self.profile = profile
+        self.facts = facts
+        self.opts = opts
+        self.schemas = dict(schemas)
+        self.rules = dict(rules)
+        self._connect = connect_factory
+        self._conv = {t: binlog_row_converter(s.columns, opts.tinyint1_as_boolean) for t, s in schemas.items()}
+        self._names = {t: set(s.column_names) for t, s in schemas.items()}
+        self._orders = {t: KeyOrder(s) for t, s in schemas.items() if rules.get(t) is not None}
+        self._keypos = {t: s.positions(s.chunk_key) for t, s in schemas.items()}
+        self._conn: Any = None
+        self.transactions = 0
+        self.last: BinlogOffset | None = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _sort_keys(self, table: TableId, keys: list[tuple[Any, ...]]) -> list[SortKey]:
+        ko = self._orders[table]
+        if ko.needs_server and self._conn is None:
+            self._conn = self._connect(self.profile)
+        return ko.sort_keys(self._conn, keys)
+
+    def _on_schema_change(self, ch: SchemaChange) -> None:
+        raise SchemaChangedError(
+            f"table {str(ch.table)!r} changed at {ch.file}:{ch.pos} ({ch.statement[:200]!r}); the chunk plan and "
+            "the column types no longer describe its rows: the stream stops here. Changes before this position "
+            "were delivered; take a new snapshot of the table (new state_dir and checkpoint) to continue")
+
+    def changes(self, start: ReadFrom, end: BinlogOffset | None) -> Iterator[Change]:
+        """Change rows of committed transactions after ``start`` up to ``end`` (a transaction boundary;
+        ``None``: the binlog end when the read starts)."""
+        if end is None:
+            end = server_end(self.profile, self.facts)
+        tables = set(self.schemas)
+        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+            for txn in read_transactions(self.profile, sid, start.offset, tables, flavor=self.facts.flavor,
+                                         auto_position=start.auto_position, end=end,
+                                         on_schema_change=self._on_schema_change, skip_before=start.skip_before):
+                self.transactions += 1
+                self.last = BinlogOffset(txn.file, txn.end)
+                yield from self._transaction(txn)
+        self.close()
+
+    def boundary_after_rows(self, start: ReadFrom, end: BinlogOffset, max_rows: int) -> BinlogOffset:
+        """The first transaction boundary after ``start`` by which at least ``max_rows`` rows of the tables
+        were written (a bound for a micro-batch), or ``end`` if it comes first."""
+        seen = 0
+        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
+                                         auto_position=start.auto_position, end=end,
+                                         on_schema_change=self._on_schema_change, skip_before=start.skip_before):
+                seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
+                if seen >= max_rows:
+                    return BinlogOffset(txn.file, txn.end)
+        return end
+
+    def _transaction(self, txn: Transaction) -> Iterator[Change]:
+        images: list[tuple[TableId, str, tuple[Any, ...], Any]] = []
+        for r in txn.rows:
+            t = TableId(r.database, r.table)
+            conv = self._conv[t]
+            pairs = ((("+I", r.after),) if r.op == "insert" else
+                     (("-U", r.before), ("+U", r.after)) if r.op == "update" else (("-D", r.before),))
+            for op, img in pairs:
+                assert img is not None
+                if set(img) != self._names[t]:
+                    raise SchemaChangedError(
+                        f"table {str(t)!r} has columns {sorted(img)!r} at {r.file}:{r.pos}, but the stream "
+                        f"was planned with {sorted(self._names[t])!r}; take a new snapshot of the table")
+                images.append((t, op, conv(img), r))
+        # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise
+        verdict: list[bool | None] = []
+        pending: dict[TableId, list[int]] = {}
+        for i, (t, _, _vals, r) in enumerate(images):
+            rule = self.rules.get(t)
+            if rule is None:
+                verdict.append(True)
+                continue
+            d = rule.decided(BinlogOffset(r.file, r.pos), r.gtid)
+            verdict.append(d)
+            if d is None:
+                pending.setdefault(t, []).append(i)
+        for t, idx in pending.items():
+            rule = self.rules[t]
+            assert rule is not None
+            kp = self._keypos[t]
+            sks = self._sort_keys(t, [tuple(_plain(images[i][2][p]) for p in kp) for i in idx])
+            for i, sk in zip(idx, sks):
+                r = images[i][3]
+                verdict[i] = rule.emit(sk, BinlogOffset(r.file, r.pos), r.gtid)
+        for n, ((t, op, vals, r), ok) in enumerate(zip(images, verdict)):
+            if ok:
+                yield Change(t, op, vals, r.file, r.pos, n, r.gtid, txn.timestamp)
+
+
+def read_from(profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,
+              rules: Mapping[TableId, EmitRule] | None) -> ReadFrom:
+    """Where the binlog read starts under ``opts.startup`` (``initial`` needs the recorded ``rules``)."""
+    mode = opts.startup
+    if mode == "initial":
+        if not rules:
+            raise StateError("startup 'initial' needs the recorded snapshot of the tables (state_dir)")
+        return rules_start(rules)
+    if mode == "latest":
+        end = server_end(profile, facts)
+        return ReadFrom(BinlogOffset(end.file, end.pos))
+    if mode == "earliest":
+        return ReadFrom(earliest(profile))
+    if mode == "offset":
+        return parse_offset(opts.startup_offset or "")
+    if mode == "timestamp":
+        return ReadFrom(earliest(profile), skip_before=parse_timestamp(opts.startup_timestamp or ""))
+    raise ConfigError(f"startup {mode!r} reads no binlog; use initial, latest, earliest, offset or timestamp")
+
+
+def parse_end(text: str, profile: ConnectionProfile, facts: ServerFacts) -> BinlogOffset:
+    if text.strip().lower() == "latest":
+        return server_end(profile, facts)
+    rf = parse_offset(text)
+    if rf.auto_position:
+        raise ConfigError(f"bad end {text!r}; expected 'latest' or 'file:pos'")
+    return rf.offset
