@@ -7,7 +7,7 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from state.offsets import BinlogOffset, GtidSet, binlog_file_key
+from state.offsets import BinlogOffset, GtidSet, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
 
 UUIDS = ["3e11fa47-71ca-11e1-9e33-c80aa9429562", "0b1a2c3d-0000-1111-2222-333344445555"]
 members = st.sets(st.tuples(st.sampled_from(UUIDS), st.integers(1, 40)), max_size=40)
@@ -51,3 +51,24 @@ def test_offset_order_is_total_and_transitive(a: BinlogOffset, b: BinlogOffset, 
 @example(999999, 1000000)
 def test_file_names_compare_by_number_whatever_the_width(x: int, y: int) -> None:
     assert (binlog_file_key(f"mysql-bin.{x:06d}") < binlog_file_key(f"mysql-bin.{y}")) == (x < y)
+
+
+mariadb_gtids = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(1, 10**6)), max_size=8)
+
+
+@given(mariadb_gtids, st.tuples(st.integers(0, 4), st.integers(1, 3), st.integers(1, 10**6)))
+def test_mariadb_gtid_position_keeps_the_last_seq_per_domain(gtids: list[tuple[int, int, int]],
+                                                             probe: tuple[int, int, int]) -> None:
+    text = ",".join(f"{d}-{s}-{n}" for d, s, n in gtids)
+    pos = MariadbGtidPos.parse(text)
+    last: dict[int, int] = {}
+    for d, _, n in gtids:
+        last[d] = max(last.get(d, 0), n)
+    assert {d: n for d, _, n in pos.domains} == last
+    assert MariadbGtidPos.parse(str(pos)) == pos
+    d, s, n = probe
+    assert pos.contains_gtid(f"{d}-{s}-{n}") == (d in last and n <= last[d])
+    assert is_mariadb_gtids(text) == bool(gtids)
+    assert not is_mariadb_gtids(to_text({(UUIDS[0], 1)}))
+    half = MariadbGtidPos.parse(",".join(f"{d}-{s}-{n}" for d, s, n in gtids[: len(gtids) // 2]))
+    assert half.union(pos) == pos

@@ -135,41 +135,69 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class ConnectServer:
+    """A real Spark Connect server started by ``start-connect-server.sh`` in its own work directory."""
+
+    def __init__(self, work: Any, with_repo: bool) -> None:
+        import pyspark
+
+        self.spark_home = os.path.dirname(pyspark.__file__)
+        self.work = work
+        self.port = _free_port()
+        self.env = _repo_env(with_repo)
+        self.env.update(SPARK_HOME=self.spark_home, SPARK_LOG_DIR=str(work / "logs"), SPARK_PID_DIR=str(work),
+                        SPARK_IDENT_STRING=f"cdc{self.port}", SPARK_CONF_DIR=str(work / "conf"))
+        os.makedirs(work / "conf", exist_ok=True)
+        self.url = f"sc://127.0.0.1:{self.port}"
+
+    def start(self) -> str:
+        cmd = ["bash", os.path.join(self.spark_home, "sbin", "start-connect-server.sh"), "--master", "local[2]",
+               "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+               "--conf", f"spark.connect.grpc.binding.port={self.port}",
+               "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4"]
+        subprocess.run(cmd, env=self.env, check=True, cwd=str(self.work), capture_output=True)
+
+        def port_open() -> bool:
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_until(port_open, 120, "the Spark Connect server's port", interval=0.5)
+        return self.url
+
+    def pids(self) -> list[int]:
+        out = []
+        for pidfile in self.work.glob("*.pid"):
+            with contextlib.suppress(ValueError, OSError):
+                out.append(int(pidfile.read_text().strip()))
+        return out
+
+    def kill(self) -> None:
+        """kill -9 of the server's JVM (and its Python workers with it)."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pidfile in self.work.glob("*.pid"):
+            pidfile.unlink()
+
+    def stop(self) -> None:
+        stop = os.path.join(self.spark_home, "sbin", "stop-connect-server.sh")
+        subprocess.run(["bash", stop], env=self.env, cwd=str(self.work), capture_output=True, timeout=60)
+        self.kill()
+
+
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Spark Connect server (start-connect-server.sh) whose Python does NOT have this project on its
-    path: batch queries only work if ``register`` ships the code."""
-    import pyspark
-
-    spark_home = os.path.dirname(pyspark.__file__)
-    work = tmp_path_factory.mktemp("connect")
-    port = _free_port()
-    env = _repo_env(False)
-    env.update(SPARK_HOME=spark_home, SPARK_LOG_DIR=str(work / "logs"), SPARK_PID_DIR=str(work),
-               SPARK_IDENT_STRING=f"cdc{port}", SPARK_CONF_DIR=str(work / "conf"))
-    os.makedirs(work / "conf", exist_ok=True)
-    cmd = ["bash", os.path.join(spark_home, "sbin", "start-connect-server.sh"), "--master", "local[2]",
-           "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-           "--conf", f"spark.connect.grpc.binding.port={port}",
-           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4"]
-    subprocess.run(cmd, env=env, check=True, cwd=str(work), capture_output=True)
-
-    def port_open() -> bool:
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
+    """A real Spark Connect server whose Python does NOT have this project on its path: batch queries only
+    work if ``register`` ships the code."""
+    srv = ConnectServer(tmp_path_factory.mktemp("connect"), with_repo=False)
     try:
-        wait_until(port_open, 120, "the Spark Connect server's port", interval=0.5)
-        os.environ["MYSQL_CDC_CONNECT_LOG_DIR"] = str(work / "logs")
-        yield f"sc://127.0.0.1:{port}"
+        srv.start()
+        os.environ["MYSQL_CDC_CONNECT_LOG_DIR"] = str(srv.work / "logs")
+        yield srv.url
     finally:
-        stop = os.path.join(spark_home, "sbin", "stop-connect-server.sh")
-        subprocess.run(["bash", stop], env=env, cwd=str(work), capture_output=True, timeout=60)
-        for pidfile in work.glob("*.pid"):
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
+        srv.stop()
 
 
 @pytest.fixture(scope="session")

@@ -238,3 +238,91 @@ def test_purged_binlog_is_one_clear_error(profile: ConnectionProfile, db: str, r
         list(phase.changes(ReadFrom(BinlogOffset(start.offset.file, start.offset.pos)), None))
     msg = str(e.value)
     assert start.offset.file in msg and "purged" in msg and "new snapshot" in msg
+
+
+def test_binlog_connection_killed_on_the_server_is_reopened_without_loss(
+        profile: ConnectionProfile, info: Any, db: str, root: Any, table: Model, tmp_path: Any) -> None:
+    store = StateStore(str(tmp_path / "state"))
+    _, snap, _ = _snapshot(profile, db, store, {})
+    phase, start = _phase(profile, db, store)
+    # captured updates between 1 MB rows of a table that is not captured: the server is still sending (the
+    # reader is paused after its first change) when its dump thread is killed
+    cur = root.cursor()
+    cur.execute("CREATE TABLE pad (id INT AUTO_INCREMENT PRIMARY KEY, b LONGBLOB)")
+    for k in range(2, 402, 2):
+        cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (k,))
+    for i in range(40):
+        cur.execute("INSERT INTO pad (b) VALUES (REPEAT('x', 1048576))")
+        for k in range(402 + 40 * i, 442 + 40 * i, 2):
+            cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (k,))
+    changes = phase.changes(start, None)
+    got = [next(changes)]
+    admin = info.connect(root=True)
+    acur = admin.cursor()
+    acur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+    dumps = [r[0] for r in acur.fetchall()]
+    assert len(dumps) == 1
+    acur.execute(f"KILL {int(dumps[0])}")
+    admin.close()
+    got += list(changes)
+    assert _apply(snap, got) == _source(root)
+    assert len(got) == 2 * 1000
+    assert len({(c.file, c.pos, c.row) for c in got}) == len(got)
+
+
+def test_server_ids_all_taken_is_a_clear_error(profile: ConnectionProfile, db: str, root: Any, table: Model,
+                                               tmp_path: Any) -> None:
+    from udtf.binlog_events import LOCK_PREFIX, claimed_server_id
+
+    holder = connect(profile)
+    cur = holder.cursor()
+    cur.execute("SELECT GET_LOCK(%s, 0)", (LOCK_PREFIX + "7001",))
+    assert cur.fetchone()[0] == 1
+    try:
+        with pytest.raises(BinlogError, match=r"server ids 7001-7001 are in use.*widen server_id_range"), \
+                claimed_server_id(profile, range(7001, 7002)):
+            pass
+        # with a wider range the reader takes the free id
+        with claimed_server_id(profile, range(7001, 7003)) as sid:
+            assert sid == 7002
+    finally:
+        holder.close()
+
+
+def test_several_tables_in_one_pass(profile: ConnectionProfile, db: str, root: Any, table: Model, tmp_path: Any
+                                    ) -> None:
+    m = table
+    cur = root.cursor()
+    cur.execute("CREATE TABLE u (name VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY, n INT NOT NULL)")
+    insert_rows(root, "u", ["name", "n"], [(f"k{i:04d}", i) for i in range(600)])
+    store = StateStore(str(tmp_path / "state"))
+    _, snap, _ = _snapshot(profile, db, store, {})
+    opts = parse_options({"tables": f"{db}\\.(t|u)", "chunk_size": 100, "state_dir": store.location})
+    facts, plans = plan_tables(profile, opts)
+    schemas = {p.schema.table: p.schema for p in plans}
+    u = TableId(db, "u")
+    reader = SnapshotReader(profile, schemas[u], facts, opts,
+                            hooks=Hooks(after_low_watermark=lambda c: cur.execute(
+                                "UPDATE u SET name = 'K0001X', n = -1 WHERE name = 'k0550'") if c.index == 1 else None))
+    snap_u: dict[str, int] = {}
+    for c in next(p for p in plans if p.schema.table == u).chunks:
+        read = reader.read(c)
+        for batch in read.batches:
+            snap_u.update(dict(batch_to_rows(batch)))
+        store.record_chunk(ChunkRecord.of(c, read.low, read.high, read.rows))
+    m.update(2)
+    cur.execute("UPDATE u SET n = n + 1 WHERE name = 'K0002'")  # the collation: 'K0002' is the key k0002
+    rules = recorded_rules(store, schemas, lambda: connect(profile))
+    phase = BinlogPhase(profile, facts, opts, schemas, rules)
+    changes = list(phase.changes(rules_start(rules), None))
+    assert _apply(snap, [c for c in changes if c.table.table == "t"]) == _source(root)
+    mirror = dict(snap_u)
+    for ch in sorted((c for c in changes if c.table == u), key=lambda c: (binlog_file_key(c.file), c.pos, c.row)):
+        name, n = ch.values
+        if ch.op in ("-U", "-D"):
+            mirror = {k: v for k, v in mirror.items() if k.lower() != name.lower()}
+        else:
+            mirror[name] = n
+    cur.execute("SELECT name, n FROM u")
+    assert mirror == {str(k): int(v) for k, v in cur.fetchall()}
+    assert {c.table.table for c in changes} == {"t", "u"}

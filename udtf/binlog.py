@@ -28,7 +28,7 @@ from planner.chunks import TableId
 from planner.connect import ServerFacts, connect
 from planner.keyorder import KeyOrder
 from planner.schema import TableSchema
-from state.offsets import BinlogOffset
+from state.offsets import BinlogOffset, MariadbGtidPos, is_mariadb_gtids
 from state.store import ChunkRecord, StateStore
 from udtf.binlog_events import SchemaChange, Transaction, claimed_server_id, read_transactions
 from udtf.convert import binlog_row_converter
@@ -124,6 +124,8 @@ def parse_offset(text: str) -> ReadFrom:
             return ReadFrom.from_dict(json.loads(t))
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"bad startup_offset {text!r}: {e}; expected 'file:pos' or a GTID set") from e
+    if is_mariadb_gtids(t):
+        return ReadFrom(BinlogOffset("", 0, str(MariadbGtidPos.parse(t)), "gtid"), auto_position=True)
     file, sep, pos = t.rpartition(":")
     if sep and file and pos.isdigit() and "-" not in pos and not file.count(":"):
         return ReadFrom(BinlogOffset(file, int(pos)))
@@ -135,7 +137,8 @@ def parse_offset(text: str) -> ReadFrom:
         gs = GtidSet()
     if gs:
         return ReadFrom(BinlogOffset("", 0, str(gs), "gtid"), auto_position=True)
-    raise ConfigError(f"bad startup_offset {text!r}; expected 'binlog.000003:4', a JSON offset or a MySQL GTID set")
+    raise ConfigError(f"bad startup_offset {text!r}; expected 'binlog.000003:4', a JSON offset, a MySQL GTID set "
+                      "or a MariaDB GTID position ('0-1-100')")
 
 
 def parse_timestamp(text: str) -> int:

@@ -388,6 +388,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.store = StateStore(opts.state_dir)
         self.table = self.schema.table
         self._target: BinlogOffset | None = None
+        self._highest: BinlogOffset | None = None
 
     # -- offsets (driver) --
     def initialOffset(self) -> dict[str, Any]:
@@ -453,7 +454,15 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         initial = _phase_of(start) == "snapshot"
         begin = rules_start(self._rules()) if initial else ReadFrom.from_dict(start)
         return [BinlogPartition(begin.to_dict(), {"file": end["file"], "pos": int(end["pos"])},
-                                initial or self.opts.startup == "initial")]
+                                self.opts.startup == "initial" and self._needs_rules(begin))]
+
+    def _needs_rules(self, begin: ReadFrom) -> bool:
+        """Whether a read from ``begin`` can meet events some chunk already holds. Past the largest high
+        watermark's position no chunk holds an event (a GTID in an executed set was written before the
+        position read with it), so the executors need not load the chunk records again."""
+        if self._highest is None:
+            self._highest = max(h for rule in self._rules().values() for h in rule.highs)
+        return begin.auto_position or begin.offset.position_key() < self._highest.position_key()
 
     def commit(self, end: dict[str, Any]) -> None:
         self.store.record_offset(str(self.table), end)

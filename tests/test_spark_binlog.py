@@ -1,0 +1,105 @@
+"""``mysql_cdc_binlog(...)`` from Spark SQL on real servers, classic and Spark Connect: the changes after a
+recorded snapshot, typed like it; the startup modes (latest, earliest, offset, timestamp) and a bounded end."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+import pytest
+
+import mysql_cdc
+from mysql_cdc.options import ConnectionProfile
+from state.offsets import binlog_file_key
+from tests.helpers import binlog_end, insert_rows
+
+
+def _url(profile: ConnectionProfile) -> str:
+    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
+
+
+def _apply(base: dict[int, Any], rows: list[Any]) -> dict[int, Any]:
+    out = dict(base)
+    for r in sorted(rows, key=lambda r: (binlog_file_key(r["__file"]), r["__pos"], r["__row"])):
+        if r["__op"] in ("-U", "-D"):
+            out.pop(r["id"], None)
+        else:
+            out[r["id"]] = (r["v"], r["s"])
+    return out
+
+
+def _source(root: Any) -> dict[int, Any]:
+    cur = root.cursor()
+    cur.execute("SELECT id, v, s FROM t")
+    out = {int(k): (int(v), s) for k, v, s in cur.fetchall()}
+    cur.close()
+    return out
+
+
+def _binlog(spark: Any, db: str, **args: Any) -> list[Any]:
+    extra = "".join(f", {k} => '{v}'" for k, v in args.items())
+    return spark.sql(f"SELECT * FROM mysql_cdc_binlog(source => 'src', table => '{db}.t'{extra})").collect()
+
+
+def test_binlog_function_after_a_snapshot_rebuilds_the_table(spark: Any, profile: ConnectionProfile, db: str,
+                                                             root: Any, tmp_path: Any) -> None:
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
+    insert_rows(root, "t", ["id", "v", "s"], [(k, k, f"s{k}") for k in range(2, 801, 2)])
+    mysql_cdc.register(spark, {"src": _url(profile)})
+    state = str(tmp_path / "state")
+    snap = (spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
+            .option("chunk_size", 100).option("state_dir", state).load().collect())
+    base = {r["id"]: (r["v"], r["s"]) for r in snap}
+    cur = root.cursor()
+    cur.execute("UPDATE t SET v = -1, s = 'moved' WHERE id = 700")
+    cur.execute("UPDATE t SET id = 3 WHERE id = 700")  # moves a key from the last chunks to the first
+    cur.execute("DELETE FROM t WHERE id BETWEEN 100 AND 120")
+    cur.execute("INSERT INTO t VALUES (101, 1, 'new'), (9999, 2, NULL)")
+    cur.execute("FLUSH BINARY LOGS")
+    cur.execute("UPDATE t SET s = 'é😀' WHERE id = 4")
+    rows = _binlog(spark, db, state_dir=state)
+    assert _apply(base, rows) == _source(root)
+    assert [r["__op"] for r in rows].count("-D") == 11
+    first = rows[0]
+    assert first["__database"] == db and first["__table"] == "t" and first["__chunk_id"] is None
+    assert isinstance(first["__commit_ts"], dt.datetime) and first["__pos"] > 0
+    # MySQL uuid:n, MariaDB domain-server-seq
+    assert re.fullmatch(r"[0-9a-f-]{36}:\d+|\d+-\d+-\d+", first["__gtid"]), first["__gtid"]
+    with pytest.raises(Exception, match="no chunk watermarks"):
+        _binlog(spark, db, state_dir=str(tmp_path / "empty"))
+
+
+def test_binlog_function_startup_modes_and_end(spark: Any, profile: ConnectionProfile, db: str, root: Any
+                                               ) -> None:
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
+    cur = root.cursor()
+    cur.execute("INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')")
+    mysql_cdc.register(spark, {"src": _url(profile)})
+    file, pos, _ = binlog_end(root)
+    mariadb = "mariadb" in root.get_server_info().lower()
+    cur.execute("SELECT @@gtid_binlog_pos" if mariadb else "SELECT @@gtid_executed")
+    gtids = str(cur.fetchone()[0]).replace("\n", "")
+    cur.execute("SELECT UNIX_TIMESTAMP()")
+    now = int(cur.fetchone()[0])
+    cur.execute("INSERT INTO t VALUES (3, 3, 'c')")
+    cur.execute("UPDATE t SET v = 20 WHERE id = 2")
+    mid_file, mid_pos, _ = binlog_end(root)
+    cur.execute("DELETE FROM t WHERE id = 1")
+
+    assert _binlog(spark, db, startup="latest") == []
+    rows = _binlog(spark, db, startup="offset", startup_offset=f"{file}:{pos}")
+    assert [(r["__op"], r["id"]) for r in rows] == [("+I", 3), ("-U", 2), ("+U", 2), ("-D", 1)]
+    by_gtid = _binlog(spark, db, startup="offset", startup_offset=gtids)  # every transaction after the set
+    assert [(r["__op"], r["id"]) for r in by_gtid] == [("+I", 3), ("-U", 2), ("+U", 2), ("-D", 1)]
+    bounded = _binlog(spark, db, startup="offset", startup_offset=f"{file}:{pos}", end=f"{mid_file}:{mid_pos}")
+    assert [(r["__op"], r["id"]) for r in bounded] == [("+I", 3), ("-U", 2), ("+U", 2)]
+    # from the first binlog file: every change of the table since its creation, so from nothing to the table
+    assert _apply({}, _binlog(spark, db, startup="earliest")) == _source(root)
+    # from a time: the commits since then (those in the same second as `now` included)
+    timed = _binlog(spark, db, startup="timestamp", startup_timestamp=str(now + 3600))
+    assert timed == []
+    timed = _binlog(spark, db, startup="timestamp", startup_timestamp=str(now))
+    assert {("+I", 3), ("-D", 1)} <= {(r["__op"], r["id"]) for r in timed}
+    with pytest.raises(Exception, match="startup_offset"):
+        _binlog(spark, db, startup="offset")

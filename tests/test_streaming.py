@@ -1,0 +1,309 @@
+"""Structured Streaming on real servers: ``readStream.format("mysql_cdc")`` takes the snapshot, then follows
+the binlog; writers change the table all along; the parquet sink's output, applied in order, equals the
+table. Also after kill -9 of the driver (classic) or of the Spark Connect server, mid-snapshot and mid-binlog,
+and a restart from the same checkpoint."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mysql_cdc.options import ConnectionProfile
+from state.offsets import binlog_file_key
+from tests.conftest import ROOT, ConnectServer, _repo_env, wait_until
+from tests.helpers import insert_rows
+from tests.servers import ServerInfo
+from tests.stream_job import start as start_stream
+
+
+def _url(profile: ConnectionProfile) -> str:
+    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
+
+
+class Churn:
+    """A writer thread changing table ``t`` until stopped: value updates, keys moved between chunks,
+    deletes, re-inserts of deleted keys, new keys, multi-row updates, binlog rotations."""
+
+    def __init__(self, info: ServerInfo, db: str, seed: int) -> None:
+        self.conn = info.connect(root=True, database=db)
+        self.conn.autocommit(True)
+        self.rng = random.Random(seed)
+        self.stop_event = threading.Event()
+        self.ops = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Churn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        cur = self.conn.cursor()
+        try:
+            while not self.stop_event.is_set():
+                self.step(cur)
+                self.ops += 1
+                self.stop_event.wait(0.005)
+        except BaseException as e:  # surfaced by stop()
+            self.error = e
+        finally:
+            cur.close()
+
+    def step(self, cur: Any) -> None:
+        r = self.rng
+        k = r.randrange(1, 4200)
+        op = r.random()
+        if op < 0.35:
+            cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (k,))
+        elif op < 0.55:
+            cur.execute("UPDATE IGNORE t SET id = %s, v = v + 7 WHERE id = %s", (r.randrange(1, 4200), k))
+        elif op < 0.7:
+            cur.execute("DELETE FROM t WHERE id = %s", (k,))
+        elif op < 0.9:
+            cur.execute("INSERT IGNORE INTO t (id, v) VALUES (%s, %s)", (k, r.randrange(10**6)))
+        elif op < 0.99:
+            cur.execute("UPDATE t SET v = v + 3 WHERE id BETWEEN %s AND %s", (k, k + 20))
+        else:
+            cur.execute("FLUSH BINARY LOGS")
+
+
+def _make_table(root: Any) -> None:
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
+    insert_rows(root, "t", ["id", "v"], [(k, k) for k in range(2, 4001, 2)])
+
+
+def _source(info: ServerInfo, db: str) -> dict[int, int]:
+    conn = info.connect(root=True, database=db)
+    cur = conn.cursor()
+    cur.execute("SELECT id, v FROM t")
+    out = {int(k): int(v) for k, v in cur.fetchall()}
+    conn.close()
+    return out
+
+
+def _mirror(spark: Any, out: str) -> tuple[dict[int, int], list[tuple[Any, ...]]]:
+    """Apply the sink's committed output: snapshot rows, then changes in binlog order."""
+    rows = [tuple(r) for r in spark.read.parquet(out).select("id", "v", "__op", "__file", "__pos", "__row",
+                                                              "__chunk_id").collect()]
+    snap = [r for r in rows if r[2] == "r"]
+    changes = sorted((r for r in rows if r[2] != "r"), key=lambda r: (binlog_file_key(r[3]), r[4], r[5]))
+    mirror: dict[int, int] = {}
+    for k, v, *_ in snap:
+        assert k not in mirror, f"key {k} came twice from the snapshot"
+        mirror[k] = v
+    for k, v, op, *_ in changes:
+        if op in ("-U", "-D"):
+            mirror.pop(k, None)
+        else:
+            mirror[k] = v
+    return mirror, changes
+
+
+def _check(spark: Any, out: str, info: ServerInfo, db: str) -> list[tuple[Any, ...]]:
+    mirror, changes = _mirror(spark, out)
+    assert mirror == _source(info, db)
+    positions = [(c[3], c[4], c[5]) for c in changes]
+    assert len(positions) == len(set(positions)), "a change came out twice"
+    return changes
+
+
+def _checkpoint_state(ck: str) -> tuple[int, str | None]:
+    """(committed batches, phase of the last planned offset)."""
+    commits = [n for n in os.listdir(os.path.join(ck, "commits"))] if os.path.isdir(os.path.join(ck, "commits")) \
+        else []
+    committed = len([n for n in commits if n.isdigit()])
+    offsets_dir = os.path.join(ck, "offsets")
+    if not os.path.isdir(offsets_dir):
+        return committed, None
+    names = sorted((n for n in os.listdir(offsets_dir) if n.isdigit()), key=int)
+    if not names:
+        return committed, None
+    with open(os.path.join(offsets_dir, names[-1])) as f:
+        last = f.read().strip().splitlines()[-1]
+    return committed, json.loads(last).get("phase")
+
+
+@pytest.fixture(scope="session")
+def plugin_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server with the plugin installed in its Python (streaming needs it: Spark 4.3 streaming
+    queries do not see session artifacts)."""
+    srv = ConnectServer(tmp_path_factory.mktemp("connect-plugin"), with_repo=True)
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _remote(url: str) -> Any:
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    return RemoteSparkSession.builder.remote(url).create()
+
+
+@pytest.mark.parametrize("session", ["classic", "connect"])
+def test_stream_snapshot_then_binlog_mirror_equals_source(
+        session: str, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str,
+        root: Any, tmp_path: Any) -> None:
+    _make_table(root)
+    remote = None
+    if session == "classic":
+        spark = request.getfixturevalue("classic_spark")
+    else:
+        remote = spark = _remote(request.getfixturevalue("plugin_connect").url)
+    try:
+        args = (_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), str(tmp_path / "out"))
+        with Churn(info, db, seed=1) as churn:
+            q = start_stream(spark, *args, "availableNow", max_chunks=3, chunk_size=200)
+            assert q.awaitTermination(300), "the availableNow query did not end"
+            assert q.exception() is None
+            wait_until(lambda: churn.ops > 50, 60, "writes during the stream")
+        # writes stopped: one more availableNow run from the same checkpoint catches up to the end
+        q = start_stream(spark, *args, "availableNow", max_chunks=3, chunk_size=200)
+        assert q.awaitTermination(300) and q.exception() is None
+        changes = _check(spark, str(tmp_path / "out"), info, db)
+        assert changes, "no change came from the binlog phase"
+        committed, phase = _checkpoint_state(str(tmp_path / "ck"))
+        assert phase == "binlog" and committed >= 4  # ten chunks, three per batch, then the binlog
+    finally:
+        if remote is not None:
+            remote.stop()
+
+
+def _job(args: list[str], profile: ConnectionProfile, trigger: str, log: str) -> subprocess.Popen[bytes]:
+    env = _repo_env(True)
+    env["MYSQL_CDC_TEST_SOURCE"] = _url(profile)
+    with open(log, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "tests.stream_job", *args[:4], trigger, *args[4:]],
+                                cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _tail(log: str) -> str:
+    with open(log, errors="replace") as f:
+        return f.read()[-3000:]
+
+
+def _kill(p: subprocess.Popen[bytes]) -> None:
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(60)
+
+
+def test_kill_9_of_the_driver_mid_snapshot_and_mid_binlog_loses_nothing(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any
+        ) -> None:
+    _make_table(root)
+    ck, out, log = str(tmp_path / "ck"), str(tmp_path / "out"), str(tmp_path / "job.log")
+    args = [f"{db}.t", str(tmp_path / "state"), ck, out, "max_chunks_per_batch=1", "chunk_size=200"]
+    with Churn(info, db, seed=2):
+        p = _job(args, profile, "processing", log)
+        wait_until(lambda: _checkpoint_state(ck)[0] >= 2 or p.poll() is not None, 300, "two committed batches")
+        assert p.poll() is None, _tail(log)
+        assert _checkpoint_state(ck)[1] == "snapshot"
+        _kill(p)  # mid-snapshot
+        p = _job(args, profile, "processing", log)
+        before = _checkpoint_state(ck)[0]
+        wait_until(lambda: (_checkpoint_state(ck)[1] == "binlog" and _checkpoint_state(ck)[0] >= before + 12)
+                   or p.poll() is not None, 300, "committed binlog batches")
+        assert p.poll() is None, _tail(log)
+        _kill(p)  # mid-binlog, the writer still writing
+    p = _job(args, profile, "availableNow", log)
+    assert p.wait(300) == 0, _tail(log)
+    _check(classic_spark, out, info, db)
+
+
+def test_kill_9_of_the_connect_server_mid_snapshot_and_mid_binlog_loses_nothing(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any
+        ) -> None:
+    _make_table(root)
+    ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
+    args = (_url(profile), f"{db}.t", str(tmp_path / "state"), ck, out)
+    srv = ConnectServer(tmp_path / "server", with_repo=True)
+    sessions: list[Any] = []
+
+    def session() -> Any:
+        spark = _remote(srv.start())
+        for old in sessions:  # a client of a killed server would retry its release at exit: end it now
+            with contextlib.suppress(Exception):
+                old.stop()
+        sessions[:] = [spark]
+        return spark
+
+    try:
+        with Churn(info, db, seed=3):
+            start_stream(session(), *args, "processing", max_chunks=1, chunk_size=200)
+            wait_until(lambda: _checkpoint_state(ck)[0] >= 2, 300, "two committed batches")
+            assert _checkpoint_state(ck)[1] == "snapshot"
+            srv.kill()  # mid-snapshot
+            start_stream(session(), *args, "processing", max_chunks=1, chunk_size=200)
+            before = _checkpoint_state(ck)[0]
+            wait_until(lambda: _checkpoint_state(ck)[1] == "binlog" and _checkpoint_state(ck)[0] >= before + 12,
+                       300, "committed binlog batches")
+            srv.kill()  # mid-binlog
+        q = start_stream(session(), *args, "availableNow", max_chunks=1, chunk_size=200)
+        assert q.awaitTermination(300) and q.exception() is None
+        _check(classic_spark, out, info, db)
+    finally:
+        for old in sessions:
+            with contextlib.suppress(Exception):
+                old.stop()
+        srv.stop()
+
+
+def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch(
+        profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from mysql_cdc.options import parse_options
+    from udtf.spark import MysqlCdcStreamReader
+
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
+    root.cursor().execute("CREATE TABLE other (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+    insert_rows(root, "t", ["id", "v"], [(k, k) for k in range(1, 301)])
+    opts = parse_options({"table": f"{db}.t", "state_dir": str(tmp_path / "state"), "chunk_size": 100})
+    reader = MysqlCdcStreamReader(profile, opts)
+
+    def rows(start: dict[str, Any], end: dict[str, Any]) -> int:
+        return sum(b.num_rows for p in reader.partitions(start, end) for b in reader.read(p))
+
+    off = reader.initialOffset()
+    assert off["phase"] == "snapshot" and off["chunks"] >= 3
+    snap_end = reader.latestOffset(off, ReadAllAvailable())
+    assert snap_end["chunk"] == snap_end["chunks"] and rows(off, snap_end) == 300
+    first = reader.latestOffset(snap_end, ReadAllAvailable())
+    assert first["phase"] == "binlog"
+    assert rows(snap_end, first) == 0
+    cur = root.cursor()
+    for i in range(3):
+        cur.execute("INSERT INTO other (v) VALUES (%s)", (i,))  # only a table that is not captured changes
+    idle = reader.latestOffset(first, ReadAllAvailable())
+    assert (binlog_file_key(idle["file"]), idle["pos"]) > (binlog_file_key(first["file"]), first["pos"])
+    assert rows(first, idle) == 0
+    reader.commit(idle)
+    assert reader.store.offset(f"{db}.t") == idle
+    for k in range(1, 11):
+        cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (k,))  # two change rows each
+    bounded = reader.latestOffset(idle, ReadMaxRows(4))
+    assert rows(idle, bounded) == 4
+    rest = reader.latestOffset(bounded, ReadAllAvailable())
+    assert rows(bounded, rest) == 16
+    assert reader.latestOffset(rest, ReadAllAvailable()) == rest  # nothing new: the same offset
