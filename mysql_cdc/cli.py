@@ -2,6 +2,7 @@
 
     mysql-cdc plan --source shop --tables 'shop[.].*' [--chunk-size 8096]
     mysql-cdc snapshot --source shop --table shop.orders --out /data/orders [--format parquet] [--state-dir D]
+    mysql-cdc follow --source shop --table shop.orders --out /data/orders_cdc --checkpoint C --state-dir D [--once]
     mysql-cdc status --state-dir D --table shop.orders
 
 ``--source`` names a profile from ``$MYSQL_CDC_PROFILE_<NAME>`` or ``$MYSQL_CDC_PROFILES_FILE``; passwords
@@ -61,6 +62,51 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_follow(ns: argparse.Namespace) -> int:
+    """The snapshot, then the binlog, into files (a Structured Streaming query with local Spark)."""
+    from pyspark.sql import SparkSession
+
+    import mysql_cdc
+
+    spark = (SparkSession.builder.master(ns.master).appName("mysql-cdc follow")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    mysql_cdc.register(spark)
+    reader = (spark.readStream.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
+              .option("state_dir", ns.state_dir))
+    for key, value in (("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
+                       ("max_rows_per_batch", ns.max_rows_per_batch)):
+        if value is not None:
+            reader = reader.option(key, value)
+    writer = (reader.load().writeStream.format(ns.format).option("path", ns.out)
+              .option("checkpointLocation", ns.checkpoint))
+    writer = writer.trigger(availableNow=True) if ns.once else writer.trigger(processingTime=f"{ns.interval} seconds")
+    query = writer.start()
+    seen = -1
+
+    def report() -> None:
+        nonlocal seen
+        for p in query.recentProgress:  # every batch since the last report, not only the latest
+            if p["batchId"] > seen:
+                seen = p["batchId"]
+                end = (p["sources"] or [{}])[0].get("endOffset")
+                print(f"batch {seen}: {p['numInputRows']} rows, offset {end}", flush=True)
+
+    try:
+        while query.isActive:
+            query.awaitTermination(1)
+            report()
+    except KeyboardInterrupt:
+        query.stop()
+    report()
+    if query.exception() is not None:
+        print(f"mysql-cdc: the stream stopped: {query.exception()}", file=sys.stderr)
+        spark.stop()
+        return 1
+    spark.stop()
+    return 0
+
+
 def cmd_status(ns: argparse.Namespace) -> int:
     from planner.chunks import TableId
     from state.store import StateStore
@@ -69,6 +115,8 @@ def cmd_status(ns: argparse.Namespace) -> int:
     print(f"{ns.table}: {len(recs)} chunks recorded, {sum(r.rows for r in recs)} rows")
     for r in recs:
         print(f"  {r.id}\trows={r.rows}\thigh={r.high.to_dict()}")
+    committed = StateStore(ns.state_dir).offset(ns.table)
+    print(f"committed stream offset: {committed if committed is not None else 'none'}")
     return 0
 
 
@@ -91,6 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--state-dir")
     s.add_argument("--master", default="local[*]")
     s.set_defaults(fn=cmd_snapshot)
+    f = sub.add_parser("follow", help="snapshot, then follow the binlog, into files (Structured Streaming)")
+    f.add_argument("--source", required=True)
+    f.add_argument("--table", required=True)
+    f.add_argument("--out", required=True)
+    f.add_argument("--checkpoint", required=True)
+    f.add_argument("--state-dir", required=True)
+    f.add_argument("--format", default="parquet")
+    f.add_argument("--chunk-size", type=int)
+    f.add_argument("--max-chunks-per-batch", type=int)
+    f.add_argument("--max-rows-per-batch", type=int)
+    f.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
+    f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches")
+    f.add_argument("--master", default="local[*]")
+    f.set_defaults(fn=cmd_follow)
     st = sub.add_parser("status", help="print the recorded chunk watermarks of a table")
     st.add_argument("--state-dir", required=True)
     st.add_argument("--table", required=True)

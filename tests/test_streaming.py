@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -307,3 +308,28 @@ def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch
     rest = reader.latestOffset(bounded, ReadAllAvailable())
     assert rows(bounded, rest) == 16
     assert reader.latestOffset(rest, ReadAllAvailable()) == rest  # nothing new: the same offset
+
+
+def test_cli_follow_once_then_again_mirrors_the_table(classic_spark: Any, info: ServerInfo,
+                                                      profile: ConnectionProfile, db: str, root: Any,
+                                                      tmp_path: Any) -> None:
+    _make_table(root)
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_FOLLOW"] = _url(profile)
+    out, state = str(tmp_path / "out"), str(tmp_path / "state")
+    cmd = [sys.executable, "-m", "mysql_cdc", "follow", "--source", "follow", "--table", f"{db}.t", "--out", out,
+           "--checkpoint", str(tmp_path / "ck"), "--state-dir", state, "--chunk-size", "500", "--once",
+           "--master", "local[2]"]
+    first = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "batch 0:" in first.stdout and profile.password not in first.stdout + first.stderr
+    cur = root.cursor()
+    cur.execute("UPDATE t SET id = 5001 WHERE id = 2")
+    cur.execute("DELETE FROM t WHERE id = 400")
+    again = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    changes = _check(classic_spark, out, info, db)
+    assert [c[2] for c in changes] == ["-U", "+U", "-D"]
+    status = subprocess.run([sys.executable, "-m", "mysql_cdc", "status", "--state-dir", state, "--table",
+                             f"{db}.t"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert re.search(r"\d+ chunks recorded, 2000 rows", status.stdout) and "'phase': 'binlog'" in status.stdout

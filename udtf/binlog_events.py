@@ -83,6 +83,14 @@ class SchemaChange:
 
 
 _DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|CREATE)\b", re.IGNORECASE | re.DOTALL)
+# CREATE [TEMPORARY] TABLE (not CREATE OR REPLACE, which drops first): no existing table changes. A captured
+# table created inside the read range did not exist before it (its DROP would have stopped the read), so its
+# rows from here on have the shape they had at the start position, as every row before a DDL does.
+_CREATE_TABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*CREATE\s+(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
+
+
+def _unquote(identifier: str) -> str:
+    return identifier[1:-1].replace("``", "`") if identifier.startswith("`") else identifier
 
 
 def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
@@ -92,19 +100,23 @@ def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[Ta
     [TableId(database='d', table='t')]
     >>> ddl_tables("INSERT INTO t VALUES (1)", "d", {TableId("d", "t")})
     []
+    >>> ddl_tables("CREATE TABLE t (id INT PRIMARY KEY)", "d", {TableId("d", "t")})
+    []
+    >>> ddl_tables("CREATE OR REPLACE TABLE t (id INT PRIMARY KEY)", "d", {TableId("d", "t")})
+    [TableId(database='d', table='t')]
     """
-    if not _DDL.match(statement):
+    if not _DDL.match(statement) or _CREATE_TABLE.match(statement):
         return []
-    words = re.findall(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)", statement)
-    names = [(a.replace("``", "`") if a else b).lower() for a, b in words]
+    ident = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+    names: list[tuple[str | None, str]] = []  # (qualifier or None, name), lower case
+    for m in re.finditer(rf"({ident})(?:\s*\.\s*({ident}))?", statement):
+        parts = [_unquote(p).lower() for p in m.groups() if p is not None]
+        names.append((parts[0], parts[1]) if len(parts) == 2 else (None, parts[0]))
     hit = []
     for t in sorted(tables, key=str):
-        for i, n in enumerate(names):
-            if n == t.table.lower():
-                qualified = i >= 1 and names[i - 1] == t.database.lower()
-                if qualified or t.database.lower() == (default_db or "").lower() or t.database.lower() in names:
-                    hit.append(t)
-                    break
+        db, name = t.database.lower(), t.table.lower()
+        if any(n == name and (q == db if q is not None else db == (default_db or "").lower()) for q, n in names):
+            hit.append(t)
     return hit
 
 

@@ -434,7 +434,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             phase = BinlogPhase(self.profile, self.facts, self.opts, {self.table: self.schema}, {})
             end = phase.boundary_after_rows(begin, end, limit.max_rows)
         if end.position_key() <= begin.offset.position_key() and not begin.auto_position:
-            return start
+            if _phase_of(start) == "snapshot":  # nothing written since the chunks: still, the snapshot is over
+                end = begin.offset
+            else:
+                return start
         out: dict[str, Any] = {"v": 1, "phase": "binlog", "file": end.file, "pos": end.pos}
         if begin.skip_before is not None:
             out["skip_before"] = begin.skip_before

@@ -1,0 +1,32 @@
+"""Which DDL statements stop the binlog phase for a captured table (pure: no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.chunks import TableId
+from udtf.binlog_events import ddl_tables
+
+T, U = TableId("d", "t"), TableId("d", "u")
+
+
+@pytest.mark.parametrize(("statement", "default_db", "hit"), [
+    ("ALTER TABLE t ADD COLUMN c INT", "d", [T]),
+    ("alter table `d`.`t` drop column v", "other", [T]),
+    ("/* ApplicationName=x */ ALTER TABLE t MODIFY v BIGINT", "d", [T]),
+    ("DROP TABLE IF EXISTS `t`", "d", [T]),
+    ("RENAME TABLE t TO t_old, t_new TO t", "d", [T]),
+    ("TRUNCATE TABLE t", "d", [T]),
+    ("CREATE OR REPLACE TABLE t (id INT PRIMARY KEY)", "d", [T]),
+    ("CREATE INDEX i ON t (v)", "d", [T]),
+    ("ALTER TABLE other.t ADD c INT", "d", []),  # same name, another database
+    ("ALTER TABLE t ADD c INT", "other", []),  # unqualified name in another default database
+    ("CREATE TABLE t (id INT PRIMARY KEY, v INT)", "d", []),  # a creation changes no existing rows
+    ("CREATE TEMPORARY TABLE IF NOT EXISTS t (id INT)", "d", []),
+    ("CREATE TABLE t2 LIKE t", "d", []),
+    ("INSERT INTO t VALUES (1, 2)", "d", []),
+    ("ALTER TABLE `t``x` ADD c INT", "d", []),
+    ("ALTER TABLE u ADD c INT, RENAME TO t", "d", [T, U]),
+])
+def test_ddl_tables(statement: str, default_db: str, hit: list[TableId]) -> None:
+    assert ddl_tables(statement, default_db, {T, U}) == hit
