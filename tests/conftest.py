@@ -212,6 +212,14 @@ def connect_session(connect_server: str) -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _classic_mode_by_default() -> None:
+    """pyspark decides between classic and Connect code paths by an environment variable that a Connect
+    session sets for the whole process: every test starts in classic mode, the ``spark`` fixture's Connect case
+    sets it again. Without this a classic test after a Connect test registers its functions on the wrong path."""
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
 @pytest.fixture(params=["classic", "connect"])
 def spark(request: pytest.FixtureRequest) -> Any:
     """The same integration case on a classic local session and on a remote Spark Connect session."""

@@ -122,7 +122,13 @@ def _mirror(spark: Any, out: str) -> tuple[dict[int, int], list[tuple[Any, ...]]
 
 def _check(spark: Any, out: str, info: ServerInfo, db: str) -> list[tuple[Any, ...]]:
     mirror, changes = _mirror(spark, out)
-    assert mirror == _source(info, db)
+    source = _source(info, db)
+    diff = {k: (mirror.get(k), source.get(k)) for k in set(mirror) | set(source) if mirror.get(k) != source.get(k)}
+    if diff:  # what the output holds for a few of the wrong keys, to tell a lost change from a wrong decision
+        some = sorted(diff)[:5]
+        rows = spark.read.parquet(out).where(spark.read.parquet(out)["id"].isin(some)).collect()
+        raise AssertionError(f"mirror != source on {len(diff)} keys; (mirror, source): "
+                             f"{[(k, diff[k]) for k in some]}; output rows of those keys: {[tuple(r) for r in rows]}")
     positions = [(c[3], c[4], c[5]) for c in changes]
     assert len(positions) == len(set(positions)), "a change came out twice"
     return changes
