@@ -6,6 +6,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the private servers of the integration tests (started once per run, stopped at its end)
+from tests.conftest import _stop_servers, server  # noqa: F401
+
+settings.register_profile("default", deadline=None, max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", deadline=None, max_examples=20000, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("MYSQL_CDC_HYPOTHESIS_PROFILE", "default"))

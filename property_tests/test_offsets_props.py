@@ -35,7 +35,14 @@ def test_gtid_set_operations_match_the_model(a: set[tuple[str, int]], b: set[tup
 
 
 files = st.builds(lambda w, n: f"binlog.{n:0{w}d}", st.integers(1, 8), st.integers(0, 10**7))
-offsets = st.builds(BinlogOffset, files, st.integers(0, 2**40), st.one_of(st.none(), st.just("a:1-3")),
+uuids = st.sampled_from(["3e11fa47-71ca-11e1-9e33-c80aa9429562", "4b1e9f3a-71ca-11e1-9e33-c80aa9429563",
+                         "00000000-0000-0000-0000-000000000001"])
+mysql_gtids = st.dictionaries(uuids, st.tuples(st.integers(1, 10**6), st.integers(0, 10**3)), min_size=1).map(
+    lambda d: ",".join(f"{u}:{a}-{a + n}" if n else f"{u}:{a}" for u, (a, n) in sorted(d.items())))
+mariadb_gtids = st.dictionaries(st.integers(0, 2**32 - 1), st.tuples(st.integers(1, 2**32 - 1),
+                                                                     st.integers(0, 2**63)), min_size=1).map(
+    lambda d: ",".join(f"{dom}-{srv}-{seq}" for dom, (srv, seq) in sorted(d.items())))
+offsets = st.builds(BinlogOffset, files, st.integers(0, 2**40), st.one_of(st.none(), mysql_gtids, mariadb_gtids),
                     st.sampled_from(["snapshot", "gtid", "position"]))
 
 

@@ -4,7 +4,12 @@ Watermarks are exact per server (DESIGN.md section 4), never the seeds' plain bi
 
 - ``snapshot`` (MariaDB): ``START TRANSACTION WITH CONSISTENT SNAPSHOT``, then ``binlog_snapshot_file`` /
   ``binlog_snapshot_position``, which match the transaction's read view exactly. The chunk SELECTed in that
-  transaction is the table at that position: low = high, no backfill, rows stream straight out.
+  transaction is the table at that position: low = high, no backfill, rows stream straight out. One exception,
+  found by the stateful property test: right after a binlog rotation MariaDB writes a ``Binlog_checkpoint``
+  event, which moves the reported position to the binlog end, past transactions written to the binlog but not
+  yet committed in the engine (invisible to the read view). When the event ending at the reported position is
+  such a checkpoint, the chunk is read like ``position`` instead, from a low watermark every transaction before
+  which is committed (the start of the file the checkpoint names): backfill and correction make it exact.
 - ``gtid`` (MySQL with GTIDs): low = executed GTID set before the read view opens, high = executed set after
   the SELECT; the backfill replays the transactions in high - low (GTID auto-positioning from low).
 - ``position`` (MySQL without GTIDs; the seeds' method): binlog end before and after, backfill between. A
@@ -78,6 +83,43 @@ def choose_strategy(facts: ServerFacts, requested: str) -> str:
         raise ServerSettingError(f"watermark 'gtid' needs MySQL with gtid_mode=ON; server {facts.version_text!r} "
                                  f"has gtid_mode={facts.variables.get('gtid_mode')!r}")
     return requested
+
+
+def checkpoint_sizes(file: str) -> list[int]:
+    """Possible byte sizes of a MariaDB ``Binlog_checkpoint`` event in ``file``: the 19-byte header, the name
+    length (4 bytes), the name of a binlog file (this one, or an older one with a digit less after a rollover)
+    and a CRC32 checksum unless checksums are off.
+
+    >>> checkpoint_sizes("binlog.000002")
+    [40, 36, 39, 35]
+    """
+    return [19 + 4 + n + crc for n in (len(file), len(file) - 1) for crc in (4, 0)]
+
+
+def unsafe_snapshot_low(conn: Any, pos: BinlogOffset) -> BinlogOffset | None:
+    """MariaDB: if the event that ends at the consistent-snapshot position ``pos`` is a ``Binlog_checkpoint``,
+    the position may be past transactions the read view does not see; return a safe low watermark (the start
+    of the file the checkpoint names: every transaction before it is committed, which is what the checkpoint
+    records). ``None`` when ``pos`` ends a transaction, as it does outside that window."""
+    cur = conn.cursor()
+    try:
+        for size in checkpoint_sizes(pos.file):
+            start = pos.pos - size
+            if start < 4:
+                continue
+            try:
+                cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT 1", (pos.file,))
+            except Exception as e:
+                if getattr(e, "args", (None,))[0] == 1220:  # not an event start: not this size
+                    continue
+                raise
+            row = cur.fetchone()
+            if row is not None and str(row[2]) == "Binlog_checkpoint" and int(row[4]) == pos.pos:
+                named = str(row[5]).strip() or pos.file
+                return BinlogOffset(named, 4, None, "position")
+        return None
+    finally:
+        cur.close()
 
 
 @dataclass
@@ -181,6 +223,15 @@ class SnapshotReader:
         n = len(self.schema.columns)
         data = arrow_canonical(table.select(list(range(n))), self.schema.columns, self.opts.tinyint1_as_boolean)
         offset = BinlogOffset(file, pos, None, "snapshot")
+        conn = self.connect(self.profile)
+        try:
+            low = unsafe_snapshot_low(conn, offset)
+            if low is not None:
+                log.info("chunk %s: the snapshot position %s:%s follows a binlog checkpoint; correcting from %s:%s",
+                         chunk.id, file, pos, low.file, low.pos)
+                return self._corrected(conn, chunk, low, data, "arrow")
+        finally:
+            conn.close()
         return ChunkRead(chunk, offset, offset, self._batches(data), rows=data.num_rows, path="arrow")
 
     def _select(self, conn: Any, chunk: Chunk) -> Iterator[list[tuple[Any, ...]]]:
@@ -202,6 +253,19 @@ class SnapshotReader:
         if self.hooks.after_low_watermark:
             self.hooks.after_low_watermark(chunk)
         width = len(self.schema.columns)
+        low = unsafe_snapshot_low(conn, pos)
+        if low is not None:
+            log.info("chunk %s: the snapshot position %s:%s follows a binlog checkpoint; correcting from %s:%s",
+                     chunk.id, pos.file, pos.pos, low.file, low.pos)
+            rows: list[tuple[Any, ...]] = []
+            for batch in self._select(conn, chunk):
+                rows.extend(batch)
+            conn.query("COMMIT")
+            data = pa.Table.from_batches([columns_to_batch(_columnar(rows, self._convs, width), self.arrow_schema)])
+            try:
+                return self._corrected(conn, chunk, low, data, "mysqlclient")
+            finally:
+                conn.close()
         result = ChunkRead(chunk, pos, pos, iter(()))
 
         def gen() -> Iterator[pa.RecordBatch]:
@@ -245,6 +309,13 @@ class SnapshotReader:
             conn.query("COMMIT")
             cols = _columnar(rows, self._convs, len(self.schema.columns))
             data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
+        result = self._corrected(conn, chunk, low, data, path, kind)
+        conn.close()
+        return result
+    def _corrected(self, conn: Any, chunk: Chunk, low: BinlogOffset, data: pa.Table, path: str,
+                   kind: str = "position") -> ChunkRead:
+        """The SELECTed rows ``data``, corrected with the binlog from ``low`` to the high watermark read now
+        (after the SELECT). Also MariaDB's path after a binlog checkpoint (see the module docstring)."""
         if self.hooks.before_high_watermark:
             self.hooks.before_high_watermark(chunk)
         high = self._binlog_end(conn, kind)
@@ -257,9 +328,9 @@ class SnapshotReader:
             result.rows = len(fixed)
             cols = [list(c) for c in zip(*fixed)] if fixed else [[] for _ in self.schema.columns]
             data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
-        conn.close()
         result.batches = self._batches(data)
         return result
+
     def _backfill(self, low: BinlogOffset, high: BinlogOffset) -> list[RowChange]:
         if self.strategy == "gtid":
             needed = high.gtid_set().difference(low.gtid_set())
