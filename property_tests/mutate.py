@@ -12,6 +12,7 @@ with every test run; these take a few minutes each, so they are run by hand.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
@@ -82,6 +83,7 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m property_tests.mutate {'|'.join(MUTANTS)} [pytest args]", file=sys.stderr)
         return 2
     MUTANTS[argv[0]]()
+    os.environ["MYSQL_CDC_HYPOTHESIS_PROFILE"] = "mutate"  # no shrinking: whether it fails is the question
     rc = pytest.main(["-p", "no:cacheprovider", "-q", "-x", "property_tests/test_stateful_server.py",
                       "property_tests/test_chunk_coverage_server.py", *argv[1:]])
     caught = rc == pytest.ExitCode.TESTS_FAILED
