@@ -312,6 +312,7 @@ class SnapshotReader:
         result = self._corrected(conn, chunk, low, data, path, kind)
         conn.close()
         return result
+
     def _corrected(self, conn: Any, chunk: Chunk, low: BinlogOffset, data: pa.Table, path: str,
                    kind: str = "position") -> ChunkRead:
         """The SELECTed rows ``data``, corrected with the binlog from ``low`` to the high watermark read now
