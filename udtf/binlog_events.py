@@ -120,6 +120,17 @@ def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[Ta
     return hit
 
 
+def _image(row: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """A row image from the library's row dict. The library decodes an empty SET as None, like NULL; its
+    ``none_sources`` tell them apart, and an empty SET becomes an empty set here."""
+    values: dict[str, Any] = row[f"{prefix}values"]
+    sources = row.get(f"{prefix}none_sources") or {}
+    empty = [k for k, why in sources.items() if why == "empty set"]
+    if not empty:
+        return values
+    return {**values, **{k: frozenset() for k in empty}}
+
+
 def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId], *,
                       flavor: str, auto_position: bool, end: BinlogOffset | None = None,
                       on_schema_change: Callable[[SchemaChange], None] | None = None,
@@ -215,12 +226,12 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
             ts = int(ev.timestamp)
             for row in ev.rows:
                 if isinstance(ev, WriteRowsEvent):
-                    rows.append(BinlogRow(ev.schema, ev.table, "insert", None, row["values"], file, pos, gtid, ts))
+                    rows.append(BinlogRow(ev.schema, ev.table, "insert", None, _image(row, ""), file, pos, gtid, ts))
                 elif isinstance(ev, UpdateRowsEvent):
-                    rows.append(BinlogRow(ev.schema, ev.table, "update", row["before_values"], row["after_values"],
-                                          file, pos, gtid, ts))
+                    rows.append(BinlogRow(ev.schema, ev.table, "update", _image(row, "before_"),
+                                          _image(row, "after_"), file, pos, gtid, ts))
                 else:
-                    rows.append(BinlogRow(ev.schema, ev.table, "delete", row["values"], None, file, pos, gtid, ts))
+                    rows.append(BinlogRow(ev.schema, ev.table, "delete", _image(row, ""), None, file, pos, gtid, ts))
     except BinlogError:
         raise
     except Exception as e:
