@@ -33,8 +33,9 @@ COLUMNS = [  # name, MySQL type
     ("dtm", "DATETIME(6)"), ("dt0", "DATETIME"), ("ts", "TIMESTAMP(3) NULL"), ("f", "FLOAT"), ("g", "DOUBLE"),
     ("e", "ENUM('a','b')"), ("st", "SET('x','y')"), ("y", "YEAR"), ("flag", "TINYINT(1)"), ("tx", "TEXT"),
     ("bl", "BLOB"), ("b1", "BIT(1)"), ("b12", "BIT(12)"), ("b64", "BIT(64)"), ("tm", "TIME(6)"),
-    ("tm1", "TIME(1)"), ("tm0", "TIME"), ("j", "JSON"),
+    ("tm1", "TIME(1)"), ("tm0", "TIME"), ("j", "JSON"), ("geo", "GEOMETRY"),
 ]
+POINT = b"\x00\x00\x00\x00" + bytes.fromhex("0101000000000000000000f03f0000000000000040")  # SRID 0, POINT(1 2)
 NAMES = [n for n, _ in COLUMNS]
 ROWS: list[tuple[Any, ...]] = [
     (2**64 - 1, -128, 255, 65535, -8388608, 16777215, -(2**31), 2**32 - 1, -(2**63),
@@ -43,15 +44,15 @@ ROWS: list[tuple[Any, ...]] = [
      b"ab", dt.date(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999), dt.datetime(1969, 7, 20, 20, 17, 40),
      dt.datetime(2021, 3, 14, 7, 30, 0, 123000), 3.4e38, -1.7976931348623157e308, "b", "x,y", 2155, 1, "text é",
      b"\x01\x02", 1, 0xABC, 2**64 - 1, "-838:59:59.000000", "-01:00:00.2", "838:59:59",
-     '{"b": [1, 2.5, "é"], "a": null, "c": 1e3, "longer key": {"x": true}}'),
+     '{"b": [1, 2.5, "é"], "a": null, "c": 1e3, "longer key": {"x": true}}', POINT),
     (1, *([None] * len(COLUMNS))),
     (2, 0, 0, 0, 0, 0, 0, 0, 2**63 - 1, Decimal("0E-10"), Decimal(0), "", "", b"", b"\x00\x00\x00",
      dt.date(1970, 1, 1), dt.datetime(1970, 1, 1), dt.datetime(1970, 1, 1), dt.datetime(2021, 11, 7, 5, 30), 1.1, 0.1,
-     "a", "", 1901, 0, "", b"", 0, 0, 0, "12:00:00.5", "00:00:00.1", "00:00:00", "[]"),
+     "a", "", 1901, 0, "", b"", 0, 0, 0, "12:00:00.5", "00:00:00.1", "00:00:00", "[]", None),
     (3, 5, 5, 5, 5, 5, 5, 5, -1, Decimal("0.0000000001"), Decimal("-0.000000000000000000000000000001"), "x", "y",
      b"z", b"z", dt.date(1999, 12, 31), dt.datetime(2000, 2, 29, 12, 0, 0, 5), dt.datetime(2000, 1, 1),
      dt.datetime(2021, 11, 7, 6, 30), -0.0, 1e-300, "a", "y", 2000, 7, "t", b"b", 1, 1, 1, "-00:00:00.000001",
-     "-12:34:56.7", "-01:00:00", '{"k": "\\u00e9", "n": 12345678901234567890, "f": -0.5}'),
+     "-12:34:56.7", "-01:00:00", '{"k": "\\u00e9", "n": 12345678901234567890, "f": -0.5}', POINT),
 ]
 
 
@@ -73,7 +74,8 @@ def _binlog_images(profile: ConnectionProfile, facts: Any, opts: Any, schema: An
     return out
 
 
-def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess) -> None:
+@pytest.mark.parametrize("tinyint1_as_boolean", [False, True])
+def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess, tinyint1_as_boolean: bool) -> None:
     info = ny_server.info
     assert info is not None
     root = info.connect(root=True)
@@ -82,16 +84,24 @@ def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess) -> N
     root.select_db("v")
     cur.execute("DROP TABLE IF EXISTS t")
     cols = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
-    cur.execute(f"CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, {cols}, touch INT NOT NULL DEFAULT 0)")
+    cur.execute(f"CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, {cols}, touch INT NOT NULL DEFAULT 0, "
+                "gs BIGINT AS (i + 1) STORED, gv VARCHAR(30) AS (CONCAT(s, '|', e)) VIRTUAL)")
     cur.execute("SET time_zone = '+00:00'")  # TIMESTAMP literals below are UTC instants
     profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
-    opts = parse_options({"tables": "v\\.t", "chunk_size": 100})
+    opts = parse_options({"tables": "v\\.t", "chunk_size": 100, "tinyint1_as_boolean": tinyint1_as_boolean})
     facts, _ = plan_tables(profile, opts)
     start = server_end(profile, facts)
-    insert_rows(root, "t", ["id", *NAMES], ROWS)
+    def load() -> None:
+        insert_rows(root, "t", ["id", *NAMES], ROWS)
+        cur.execute("SET sql_mode = ''")  # zero dates: NULL by both paths (documented)
+        cur.execute("INSERT INTO t (id, dd, dtm, dt0, ts) VALUES (4, '0000-00-00', '0000-00-00 00:00:00', "
+                    "'0000-00-00 00:00:00', '0000-00-00 00:00:00')")
+        cur.execute("SET sql_mode = DEFAULT")
+
+    load()
     cur.execute("UPDATE t SET touch = 1")
     cur.execute("DELETE FROM t")
-    insert_rows(root, "t", ["id", *NAMES], ROWS)
+    load()
     end = server_end(profile, facts)
     _, plans = plan_tables(profile, opts)
     schema = plans[0].schema
@@ -135,3 +145,8 @@ def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess) -> N
     assert zero[col["st"]] == "" and top[col["st"]] == "x,y"
     assert top[col["b1"]] is True and top[col["b12"]] == b"\x0a\xbc" and top[col["b64"]] == b"\xff" * 8
     assert top[col["dtm"]] == dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
+    assert top[col["flag"]] == (True if tinyint1_as_boolean else 1) and small[col["flag"]] == (True if
+                                                                                             tinyint1_as_boolean else 7)
+    assert top[col["geo"]] == POINT and top[col["gs"]] == -(2**31) + 1 and top[col["gv"]] == "é😀'\\|b"
+    zero_dates = snapshots["mysqlclient"][4]
+    assert [zero_dates[col[n]] for n in ("dd", "dtm", "dt0", "ts")] == [None] * 4

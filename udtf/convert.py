@@ -51,7 +51,7 @@ TYPE_TABLE: tuple[TypeRule, ...] = (
     TypeRule("BIT(n), n > 1", "BINARY", "big-endian, ceil(n/8) bytes"),
     TypeRule("DATE", "DATE", "zero date -> NULL"),
     TypeRule("DATETIME(p)", "TIMESTAMP_NTZ", "wall-clock value as stored; zero date -> NULL"),
-    TypeRule("TIMESTAMP(p)", "TIMESTAMP", "the instant (UTC), independent of the server's time zone"),
+    TypeRule("TIMESTAMP(p)", "TIMESTAMP", "the instant (UTC), independent of the server's time zone; zero -> NULL"),
     TypeRule("TIME(p)", "INTERVAL DAY TO SECOND", "signed, may exceed 24 hours"),
     TypeRule("YEAR", "SMALLINT", ""),
     TypeRule("CHAR, VARCHAR, *TEXT (non-binary charset)", "STRING", ""),
@@ -286,6 +286,15 @@ def negative_time_fix(v: Any) -> Any:
     return v
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _zero_timestamp(v: Any) -> Any:
+    """The zero TIMESTAMP is 0 seconds in the binlog; a SELECT gives it as the zero date, which reads as NULL.
+    No real TIMESTAMP is at 0 (the smallest is one second later), so 0 means the zero value."""
+    return None if isinstance(v, dt.datetime) and _to_utc(v) == _EPOCH else v
+
+
 def _fixed_binary(width: int) -> Converter:
     """BINARY(n): the binlog image drops the trailing 0x00 padding a SELECT returns."""
     def conv(v: Any) -> Any:
@@ -305,6 +314,8 @@ def binlog_fixup(col: ColumnInfo) -> Converter | None:
     t = col.data_type
     if t == "time" and (col.datetime_precision or 0) > 0:
         return negative_time_fix
+    if t == "timestamp":
+        return _zero_timestamp
     if t == "binary":
         m = re.fullmatch(r"binary\((\d+)\)", col.column_type.strip().lower())
         return _fixed_binary(int(m.group(1))) if m else _as_bytes
