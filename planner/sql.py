@@ -50,9 +50,12 @@ def chunk_where(chunk: Chunk) -> tuple[str, list[Any]]:
     return (" AND ".join(parts) or "TRUE"), params
 
 
-def select_chunk_sql(chunk: Chunk, columns: Sequence[str]) -> tuple[str, list[Any]]:
+def select_chunk_sql(chunk: Chunk, columns: Sequence[str], exprs: Sequence[str] | None = None
+                     ) -> tuple[str, list[Any]]:
+    """The chunk's SELECT; ``exprs`` (one per column, from trusted code) replace plain column references."""
     where, params = chunk_where(chunk)
-    cols = ", ".join(quote_ident(c) for c in columns)
+    cols = ", ".join(quote_ident(c) if exprs is None or e == quote_ident(c) else f"{e} AS {quote_ident(c)}"
+                     for c, e in zip(columns, exprs or columns))
     return f"SELECT {cols} FROM {chunk.table.quoted()} WHERE {where}", params
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -182,6 +183,15 @@ def _datetime(v: Any) -> Any:
     return v if isinstance(v, dt.datetime) else None
 
 
+def float32(v: Any) -> float:
+    """A FLOAT column's value: the nearest 4-byte float (what the column stores), as a Python float.
+
+    >>> float32(1.1)
+    1.100000023841858
+    """
+    return float(struct.unpack("<f", struct.pack("<f", float(v)))[0])
+
+
 def value_converter(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> Converter | None:
     """A function from a driver value (SELECT or binlog) to the canonical Python value for the column's Spark
     type, or ``None`` when the driver value is already canonical. NULL never reaches the function."""
@@ -191,6 +201,8 @@ def value_converter(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> Conve
         return _bit_bool if t == "bit" else bool
     if t in _INTS:
         return Decimal if st.startswith("DECIMAL") else None
+    if t == "float":
+        return float32
     if t in ("decimal", "numeric"):
         return _decimal_text if st == "STRING" else None
     if t == "bit":
@@ -265,7 +277,8 @@ def _json_plain(v: Any) -> Any:
 
 
 def _binlog_json(v: Any) -> Any:
-    return _json_text(_json_plain(v) if isinstance(v, dict | list | tuple) else v)
+    """MySQL's binlog carries JSON decoded (never as text): a top-level string is a JSON string."""
+    return json.dumps(_json_plain(v), ensure_ascii=False)
 
 
 def negative_time_fix(v: Any) -> Any:
@@ -388,6 +401,15 @@ def fast_select_expr(col: ColumnInfo, quoted: str) -> str | None:
         return None
     if col.data_type in ("decimal", "numeric"):
         return f"CAST({quoted} AS CHAR)"
+    return select_expr(col, quoted)
+
+
+def select_expr(col: ColumnInfo, quoted: str) -> str:
+    """The SELECT expression of a column for the mysqlclient path. FLOAT is printed with about six significant
+    digits in a result set (1000001 comes back as 1e+06): widened to DOUBLE in the server, every stored float
+    arrives exactly and is narrowed back by :func:`value_converter`."""
+    if col.data_type == "float":
+        return f"({quoted} + 0E0)"
     return quoted
 
 

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from mysql_cdc.errors import ConfigError, ServerSettingError
 from mysql_cdc.options import CdcOptions, ConnectionProfile
-from planner.chunks import Chunk
+from planner.chunks import Chunk, quote_ident
 from planner.connect import ServerFacts, connect_fast, streaming_cursor
 from planner.keyorder import KeyOrder
 from planner.schema import TableSchema
@@ -48,6 +48,7 @@ from udtf.convert import (
     batch_to_rows,
     binlog_row_converter,
     columns_to_batch,
+    select_expr,
     table_arrow_schema,
     value_converter,
 )
@@ -235,7 +236,8 @@ class SnapshotReader:
         return ChunkRead(chunk, offset, offset, self._batches(data), rows=data.num_rows, path="arrow")
 
     def _select(self, conn: Any, chunk: Chunk) -> Iterator[list[tuple[Any, ...]]]:
-        sql, params = select_chunk_sql(chunk, self.schema.column_names)
+        sql, params = select_chunk_sql(chunk, self.schema.column_names,
+                                       [select_expr(c, quote_ident(c.name)) for c in self.schema.columns])
         cur = streaming_cursor(conn)
         try:
             cur.execute(sql, params)
