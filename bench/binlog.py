@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.run import PeakRss, load_orders  # noqa: E402
+from tests.helpers import binlog_end  # noqa: E402
 from tests.servers import ServerInfo, ServerProcess  # noqa: E402
 
 
@@ -67,8 +68,7 @@ def main() -> None:
         # the DDL of the load stays before the range: a read stops at a schema change of its table
         cur.execute("CREATE TABLE tpch.orders_copy AS SELECT * FROM tpch.orders")
         cur.execute("FLUSH BINARY LOGS")
-        cur.execute("SHOW BINARY LOG STATUS" if args.server == "mysql" else "SHOW MASTER STATUS")
-        start_file, start_pos = cur.fetchone()[:2]
+        start_file, start_pos, _ = binlog_end(conn)
         t = time.monotonic()
         cur.execute("DELETE FROM tpch.orders")
         conn.commit()
@@ -76,8 +76,7 @@ def main() -> None:
         conn.commit()
         cur.execute("UPDATE tpch.orders SET o_comment = CONCAT('u', o_comment)")
         conn.commit()
-        cur.execute("SHOW BINARY LOG STATUS" if args.server == "mysql" else "SHOW MASTER STATUS")
-        end_file, end_pos = cur.fetchone()[:2]
+        end_file, end_pos, _ = binlog_end(conn)
         conn.close()
         changes = 4 * n
         print(f"deleted, re-inserted and updated {n} rows of TPC-H orders (sf {args.scale}) in {args.server}: "

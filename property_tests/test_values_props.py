@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 from mysql_cdc.options import ConnectionProfile, parse_options
 from planner.plan import plan_tables
 from tests.servers import ServerProcess
-from udtf.binlog import BinlogPhase, ReadFrom, server_end
-from udtf.convert import batch_to_rows
-from udtf.snapshot import SnapshotReader
+from tests.test_values import read_by_every_path
+from udtf.binlog import server_end
 
 UTC = dt.timezone.utc
 EXAMPLES = 200 if os.environ.get("MYSQL_CDC_HYPOTHESIS_PROFILE") == "long" else 20
@@ -111,16 +110,7 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
         end = server_end(profile, facts)
         _, plans = plan_tables(profile, opts)
         schema = plans[0].schema
-        paths: dict[str, dict[int, tuple[Any, ...]]] = {}
-        for fast in (True, False):
-            got = {}
-            for chunk in plans[0].chunks:
-                for batch in SnapshotReader(profile, schema, facts, opts, fast=fast).read(chunk).batches:
-                    got.update({int(x[0]): x for x in batch_to_rows(batch)})
-            paths["arrow" if fast else "mysqlclient"] = got
-        phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
-        for ch in phase.changes(ReadFrom(start), end):
-            paths.setdefault(ch.op, {})[int(ch.values[0])] = ch.values
+        paths = read_by_every_path(profile, facts, opts, plans[0], start, end)
         position = {n: i for i, n in enumerate(schema.column_names)}
         for i, r in enumerate(rows):
             for n in NAMES:

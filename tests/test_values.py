@@ -65,10 +65,17 @@ def ny_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     srv.stop()
 
 
-def _binlog_images(profile: ConnectionProfile, facts: Any, opts: Any, schema: Any, start: Any, end: Any
-                   ) -> dict[str, dict[int, tuple[Any, ...]]]:
-    phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
+def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: Any, start: Any, end: Any
+                       ) -> dict[str, dict[int, tuple[Any, ...]]]:
+    """Rows by id as each path gives them: "arrow" and "mysqlclient" (snapshot of every chunk), and the
+    binlog's images between ``start`` and ``end`` by kind ("+I", "-U", "+U", "-D"; the last image per id)."""
     out: dict[str, dict[int, tuple[Any, ...]]] = {}
+    for fast in (True, False):
+        rows = out.setdefault("arrow" if fast else "mysqlclient", {})
+        for chunk in plan.chunks:
+            for batch in SnapshotReader(profile, plan.schema, facts, opts, fast=fast).read(chunk).batches:
+                rows.update({int(r[0]): r for r in batch_to_rows(batch)})
+    phase = BinlogPhase(profile, facts, opts, {plan.schema.table: plan.schema}, {plan.schema.table: None})
     for ch in phase.changes(ReadFrom(start), end):
         out.setdefault(ch.op, {})[int(ch.values[0])] = ch.values
     return out
@@ -105,14 +112,8 @@ def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess, tiny
     end = server_end(profile, facts)
     _, plans = plan_tables(profile, opts)
     schema = plans[0].schema
-    snapshots = {}
-    for fast in (True, False):
-        rows = {}
-        for chunk in plans[0].chunks:
-            for batch in SnapshotReader(profile, schema, facts, opts, fast=fast).read(chunk).batches:
-                rows.update({int(r[0]): r for r in batch_to_rows(batch)})
-        snapshots["arrow" if fast else "mysqlclient"] = rows
-    images = _binlog_images(profile, facts, opts, schema, start, end)
+    images = read_by_every_path(profile, facts, opts, plans[0], start, end)
+    snapshots = {"arrow": images["arrow"], "mysqlclient": images["mysqlclient"]}
     root.close()
 
     names = schema.column_names

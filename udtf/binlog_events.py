@@ -192,9 +192,11 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 continue
             if end_key is not None and last is not None and last >= end_key:
                 return
-            # an event starting at or past the end belongs to a later read: after a rotation the end can be
-            # the new file's first position while the last boundary seen is still in the old file
-            if end_key is not None and BinlogOffset(file, pos - int(ev.packet.event_size)).position_key() >= end_key:
+            # a transaction starting at or past the end belongs to a later read: after a rotation the end can be
+            # the new file's first position while the last boundary seen is still in the old file. Transactions
+            # start with a GTID or a query event (BEGIN, or a DDL statement), never with a row event.
+            if end_key is not None and isinstance(ev, GtidEvent | MariadbGtidEvent | QueryEvent) and \
+                    BinlogOffset(file, pos - int(ev.packet.event_size)).position_key() >= end_key:
                 return
             if isinstance(ev, GtidEvent | MariadbGtidEvent):
                 rows = []

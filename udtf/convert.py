@@ -308,18 +308,14 @@ def _zero_timestamp(v: Any) -> Any:
     return None if isinstance(v, dt.datetime) and _to_utc(v) == _EPOCH else v
 
 
-def _fixed_binary(width: int) -> Converter:
-    """BINARY(n): the binlog image drops the trailing 0x00 padding a SELECT returns."""
-    def conv(v: Any) -> Any:
-        b = v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)
-        return b.ljust(width, b"\x00")
-
-    return conv
-
-
 def _as_bytes(v: Any) -> Any:
     # the library gives an empty binary string as '' (str)
     return v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
+
+
+def _fixed_binary(width: int) -> Converter:
+    """BINARY(n): the binlog image drops the trailing 0x00 padding a SELECT returns."""
+    return lambda v: bytes(_as_bytes(v)).ljust(width, b"\x00")
 
 
 def binlog_fixup(col: ColumnInfo) -> Converter | None:
