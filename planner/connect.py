@@ -100,7 +100,8 @@ class ServerFacts:
 
 
 FACT_VARIABLES = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode",
-                  "server_id", "binlog_checksum")
+                  "server_id", "binlog_checksum", "binlog_row_value_options", "binlog_transaction_compression",
+                  "log_bin_compress")
 
 
 def server_facts(conn: Any) -> ServerFacts:

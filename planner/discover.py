@@ -11,6 +11,7 @@ import pymysql
 from mysql_cdc.errors import ChunkKeyError, PrivilegeError, TableError
 from planner.chunks import TableId
 from planner.schema import ColumnInfo, TableSchema
+from udtf.convert import check_columns
 
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
@@ -48,7 +49,7 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = ()) -> Ta
     cols = []
     for name, dtype, ctype, nullable, cs, coll, prec, scale, dprec, extra in cur.fetchall():
         cols.append(ColumnInfo(
-            name=str(name), data_type=str(dtype).lower(), column_type=str(ctype).lower(),
+            name=str(name), data_type=str(dtype).lower(), column_type=str(ctype),
             nullable=str(nullable).upper() == "YES", charset=cs, collation=coll,
             numeric_precision=None if prec is None else int(prec),
             numeric_scale=None if scale is None else int(scale),
@@ -86,4 +87,6 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = ()) -> Ta
     else:
         raise ChunkKeyError(f"table {str(table)!r} has no primary key and no chunk key: add a primary key, or "
                             "set chunk_key => '<NOT NULL column>' to split it")
-    return TableSchema(table=table, columns=tuple(cols), primary_key=pk, chunk_key=key)
+    schema = TableSchema(table=table, columns=tuple(cols), primary_key=pk, chunk_key=key)
+    check_columns(schema)
+    return schema

@@ -15,8 +15,11 @@ from typing import Any
 from mysql_cdc.errors import ChunkKeyError
 from planner.chunks import Key
 from planner.schema import ColumnInfo, TableSchema
+from udtf.convert import TEXT_CHARSETS as _KEY_CHARSETS
 
 _BATCH = 200
+# MariaDB's INET4/INET6/UUID: the server orders the stored bytes (UUIDs partly swapped), not the text we deliver
+_UNORDERED = ("inet4", "inet6", "uuid")
 
 
 def _text_expr(col: ColumnInfo) -> str:
@@ -33,9 +36,14 @@ class KeyOrder:
     def __init__(self, schema: TableSchema) -> None:
         cols = [schema.column(c) for c in schema.chunk_key]
         for c in cols:
-            if c.data_type in ("enum", "set", "json", "geometry") or c.data_type in ("blob", "text"):
+            if c.data_type in ("enum", "set", "json", "geometry", "blob", "text", *_UNORDERED):
                 raise ChunkKeyError(f"column {c.name!r} of {str(schema.table)!r} has type {c.column_type!r}, "
                                     "which cannot be a chunk key; use a primary key or chunk_key of another type")
+            if c.is_text and c.charset not in _KEY_CHARSETS:
+                raise ChunkKeyError(
+                    f"column {c.name!r} of {str(schema.table)!r} uses character set {c.charset!r}, which is read "
+                    "as bytes (no exact decoder here) and cannot be a chunk key; set chunk_key to another unique "
+                    "column or convert the column to utf8mb4")
         self._text = [i for i, c in enumerate(cols) if c.is_text]
         self._exprs = {i: _text_expr(cols[i]) for i in self._text}
 

@@ -10,6 +10,7 @@ from mysql_cdc.options import CdcOptions, ConnectionProfile
 from planner.chunks import Chunk, TableId
 from planner.connect import ServerFacts, connect, server_facts
 from planner.discover import match_tables, table_schema
+from planner.keyorder import KeyOrder
 from planner.schema import TableSchema
 from planner.splitter import split_table
 from planner.validate import check_privileges, check_server
@@ -49,6 +50,7 @@ def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] 
         plans = []
         for t in ids:
             schema = table_schema(conn, t, opts.chunk_key_columns)
+            KeyOrder(schema)  # a key type the server orders differently from its Spark values is refused here
             chunks = split_table(conn, schema, opts.chunk_size, opts.split_factor_lower, opts.split_factor_upper)
             plans.append(TablePlan(schema, tuple(chunks)))
         return facts, plans

@@ -38,6 +38,16 @@ def check_server(facts: ServerFacts) -> None:
         if (got or "").upper() not in (want, "1" if want == "ON" else want):
             raise ServerSettingError(f"server setting {var} is {got!r}, but change data capture needs {want!r}: "
                                      f"{fix}")
+    for var in ("binlog_transaction_compression", "log_bin_compress"):  # MySQL's, MariaDB's
+        if (facts.variables.get(var) or "OFF").upper() in ("ON", "1"):
+            raise ServerSettingError(f"server setting {var} is 'ON': compressed binlog events cannot be read "
+                                     f"(python-mysql-replication), their changes would be lost; SET GLOBAL {var} "
+                                     "= OFF (and in the server config)")
+    options = facts.variables.get("binlog_row_value_options") or ""
+    if "PARTIAL_JSON" in options.upper():
+        raise ServerSettingError(f"server setting binlog_row_value_options is {options!r}: with PARTIAL_JSON an "
+                                 "update logs only the changed part of a JSON value, not the new value; SET GLOBAL "
+                                 "binlog_row_value_options = '' (and in the server config)")
 
 
 def _grants(conn: Any) -> list[str]:

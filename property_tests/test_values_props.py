@@ -5,9 +5,11 @@ all agree, on both servers (tests/test_values.py has the hand-picked extremes an
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
 import os
 import struct
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +22,7 @@ from planner.plan import plan_tables
 from tests.servers import ServerProcess
 from tests.test_values import read_by_every_path
 from udtf.binlog import server_end
+from udtf.convert import inet6_text
 
 UTC = dt.timezone.utc
 EXAMPLES = 200 if os.environ.get("MYSQL_CDC_HYPOTHESIS_PROFILE") == "long" else 20
@@ -59,21 +62,56 @@ TYPES: dict[str, tuple[str, Any, Any]] = {
     "e": ("ENUM('a','b','é')", st.sampled_from(["a", "b", "é"]), str),
     "set": ("SET('x','y','z')", st.sets(st.sampled_from(["x", "y", "z"])),
             lambda s: ",".join(m for m in "xyz" if m in s)),
+    # written as JSON text (the literal null too, which is not SQL NULL); compared parsed
     "j": ("JSON", st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | text,
                                lambda c: st.lists(c, max_size=3) | st.dictionaries(text, c, max_size=3),
-                               max_leaves=6), lambda v: v),
+                               max_leaves=6).map(lambda v: json.dumps(v, ensure_ascii=False)), json.loads),
+    # text in other character sets, within what each can store (the server rejects the rest)
+    "l1": ("VARCHAR(12) CHARACTER SET latin1", st.text(st.characters(codec="cp1252") | st.sampled_from(
+        "\x81\x8d\x8f\x90\x9d"), max_size=12), str),
+    "t16": ("VARCHAR(12) CHARACTER SET utf16", text, str),
+    "t32": ("VARCHAR(12) CHARACTER SET utf32", text, str),
+    "ucs": ("VARCHAR(8) CHARACTER SET ucs2", st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=(
+        "Cs",)), max_size=8), str),
+    "cyr": ("VARCHAR(8) CHARACTER SET cp1251", st.text(st.characters(codec="cp1251"), max_size=8), str),
+    "el": ("ENUM('a','Ä','é,''x') CHARACTER SET latin1", st.sampled_from(["a", "Ä", "é,'x"]), str),
+    "sl": ("SET('Ä','b') CHARACTER SET latin1", st.sets(st.sampled_from(["Ä", "b"])),
+           lambda s: ",".join(m for m in ("Ä", "b") if m in s)),
 }
-NAMES = sorted(TYPES)
+# every fractional precision: values already at it (the server would round others)
+for _p in range(6):
+    _q = 10 ** (6 - _p)
+    TYPES[f"dt{_p}"] = (f"DATETIME({_p})", st.datetimes(dt.datetime(1000, 1, 1), dt.datetime(
+        9999, 12, 31, 23, 59, 59)).map(lambda d, q=_q: d.replace(microsecond=d.microsecond // q * q)), lambda d: d)
+    TYPES[f"ts{_p}"] = (f"TIMESTAMP({_p}) NULL", st.datetimes(dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(
+        2038, 1, 19, 3, 14, 7)).map(lambda d, q=_q: d.replace(microsecond=d.microsecond // q * q)),
+        lambda d: d.replace(tzinfo=UTC))
+    TYPES[f"tm{_p}"] = (f"TIME({_p})", st.timedeltas(-dt.timedelta(hours=838, minutes=59, seconds=59),
+                        dt.timedelta(hours=838, minutes=59, seconds=59)).map(
+        lambda t, q=_q: dt.timedelta(microseconds=t // dt.timedelta(microseconds=1) // q * q)), lambda t: t)
+def _rfc_uuid(b: bytes, version: int) -> str:
+    raw = bytearray(b)
+    raw[6] = (raw[6] & 0x0F) | (version << 4)
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return str(uuid.UUID(bytes=bytes(raw)))
+
+
+# MariaDB's own types: the SELECT gives the server's text form
+MARIADB_TYPES: dict[str, tuple[str, Any, Any]] = {
+    "i4": ("INET4", st.ip_addresses(v=4).map(str), lambda a: str(ipaddress.IPv4Address(a))),
+    "i6": ("INET6", st.ip_addresses(v=6).map(str), lambda a: inet6_text(ipaddress.IPv6Address(a).packed)),
+    # any version 0-8 with the RFC variant, and the nil UUID (MariaDB rejects some other variant/version mixes)
+    "uu": ("UUID", st.builds(_rfc_uuid, st.binary(min_size=16, max_size=16), st.integers(0, 8)) | st.just(
+        str(uuid.UUID(int=0))), str),
+}
 
 
 def _param(name: str, v: Any) -> Any:
     if v is None:
         return None
-    if name == "set":
+    if isinstance(v, set):
         return ",".join(sorted(v))
-    if name == "j":
-        return json.dumps(v, ensure_ascii=False)
-    if name == "tm6":  # as the server's text, sign first: pymysql sends timedelta as its own text
+    if name.startswith("tm"):  # as the server's text, sign first: pymysql sends timedelta as its own text
         sign = "-" if v < dt.timedelta(0) else ""
         us = abs(v) // dt.timedelta(microseconds=1)
         s, us = divmod(us, 1_000_000)
@@ -91,8 +129,10 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
     cur.execute("CREATE DATABASE IF NOT EXISTS vprops")
     conn.select_db("vprops")
     cur.execute("SET time_zone = '+00:00'")
-    cols = ", ".join(f"`{n}` {TYPES[n][0]}" for n in NAMES)
-    row = st.fixed_dictionaries({n: st.none() | TYPES[n][1] for n in NAMES})
+    types = {**TYPES, **(MARIADB_TYPES if server.kind == "mariadb" else {})}
+    names_ = sorted(types)
+    cols = ", ".join(f"`{n}` {types[n][0]}" for n in names_)
+    row = st.fixed_dictionaries({n: st.none() | types[n][1] for n in names_})
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(rows=st.lists(row, min_size=1, max_size=5))
@@ -102,10 +142,10 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
         opts = parse_options({"tables": "vprops\\.t"})
         facts, _ = plan_tables(profile, opts)
         start = server_end(profile, facts)
-        names = ", ".join(f"`{n}`" for n in NAMES)
+        names = ", ".join(f"`{n}`" for n in names_)
         for i, r in enumerate(rows):
-            cur.execute(f"INSERT INTO t (id, {names}) VALUES (%s, {', '.join(['%s'] * len(NAMES))})",
-                        (i, *(_param(n, r[n]) for n in NAMES)))
+            cur.execute(f"INSERT INTO t (id, {names}) VALUES (%s, {', '.join(['%s'] * len(names_))})",
+                        (i, *(_param(n, r[n]) for n in names_)))
         cur.execute("UPDATE t SET touch = 1")
         end = server_end(profile, facts)
         _, plans = plan_tables(profile, opts)
@@ -113,15 +153,16 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
         paths = read_by_every_path(profile, facts, opts, plans[0], start, end)
         position = {n: i for i, n in enumerate(schema.column_names)}
         for i, r in enumerate(rows):
-            for n in NAMES:
-                want = None if r[n] is None else TYPES[n][2](r[n])
+            for n in names_:
+                want = None if r[n] is None else types[n][2](r[n])
                 for path in ("arrow", "mysqlclient", "+I", "+U"):
                     got_v = paths[path][i][position[n]]
-                    if n == "j" and got_v is not None:  # the same text by every path, and the written value
-                        assert got_v == paths["mysqlclient"][i][position[n]], (path, got_v)
+                    if n == "j" and r[n] is not None:  # the same text by every path, and the written value
+                        assert isinstance(got_v, str) and got_v == paths["mysqlclient"][i][position[n]], \
+                            f"JSON via {path}: wrote {r[n]!r}, read {got_v!r}"
                         got_v = json.loads(got_v)
                     assert got_v == want and type(got_v) is type(want), \
-                        f"{TYPES[n][0]} via {path}: wrote {r[n]!r}, expected {want!r}, read {got_v!r}"
+                        f"{types[n][0]} via {path}: wrote {r[n]!r}, expected {want!r}, read {got_v!r}"
 
     try:
         check()

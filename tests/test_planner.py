@@ -231,6 +231,12 @@ def test_server_checks_without_a_server() -> None:
     check_server(_facts(flavor="mariadb", version=(10, 5, 0)))
     with pytest.raises(ServerSettingError, match="log_bin is 'OFF'.*log-bin"):
         check_server(_facts(log_bin="OFF"))
+    check_server(_facts(binlog_row_value_options="", binlog_transaction_compression="OFF"))
+    for var in ("binlog_transaction_compression", "log_bin_compress"):
+        with pytest.raises(ServerSettingError, match=f"{var} is 'ON'.*SET GLOBAL {var} = OFF"):
+            check_server(_facts(**{var: "ON"}))
+    with pytest.raises(ServerSettingError, match="binlog_row_value_options is 'PARTIAL_JSON'.*SET GLOBAL"):
+        check_server(_facts(binlog_row_value_options="PARTIAL_JSON"))
     with pytest.raises(ServerSettingError, match="too old: MySQL >= 8.0.0"):
         check_server(_facts(version=(5, 7, 44)))
     with pytest.raises(ServerSettingError, match="too old: MariaDB >= 10.5.0"):

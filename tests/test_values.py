@@ -10,12 +10,13 @@ empty binary strings as text, an empty SET read as NULL, MySQL's binary JSON (th
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from mysql_cdc.errors import ChunkKeyError, MysqlCdcError, ServerSettingError, UnsupportedTypeError
 from mysql_cdc.options import ConnectionProfile, parse_options
 from planner.plan import plan_tables
 from tests.helpers import insert_rows
@@ -36,6 +37,9 @@ COLUMNS = [  # name, MySQL type
     ("tm1", "TIME(1)"), ("tm0", "TIME"), ("j", "JSON"), ("geo", "GEOMETRY"),
 ]
 POINT = b"\x00\x00\x00\x00" + bytes.fromhex("0101000000000000000000f03f0000000000000040")  # SRID 0, POINT(1 2)
+# SRID 4326 (EPSG axis order latitude, longitude), POINT(10 20) = latitude 10, longitude 20: MySQL stores x =
+# longitude first; the WKB we deliver is that, ST_AsWKB(g, 'axis-order=long-lat')
+POINT_4326 = bytes.fromhex("e6100000") + bytes.fromhex("010100000000000000000034400000000000002440")
 NAMES = [n for n, _ in COLUMNS]
 ROWS: list[tuple[Any, ...]] = [
     (2**64 - 1, -128, 255, 65535, -8388608, 16777215, -(2**31), 2**32 - 1, -(2**63),
@@ -81,53 +85,63 @@ def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: 
     return out
 
 
-@pytest.mark.parametrize("tinyint1_as_boolean", [False, True])
-def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess, tinyint1_as_boolean: bool) -> None:
-    info = ny_server.info
+def capture_every_way(srv: ServerProcess, columns_sql: str, load: Callable[[Any], None], **options: Any
+                      ) -> tuple[tuple[str, ...], dict[int, tuple[Any, ...]]]:
+    """Create ``v.t`` (id BIGINT UNSIGNED key, ``columns_sql``, touch INT), run ``load`` (a cursor; session in
+    UTC) twice around an UPDATE of touch and a DELETE of everything, then read the rows by both SELECT paths
+    and the binlog's +I, -U, +U, -D images, assert that every way gives the same values and Python types, and
+    return the column names and the rows by id (mysqlclient path)."""
+    info = srv.info
     assert info is not None
     root = info.connect(root=True)
     cur = root.cursor()
     cur.execute("CREATE DATABASE IF NOT EXISTS v")
     root.select_db("v")
     cur.execute("DROP TABLE IF EXISTS t")
-    cols = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
-    cur.execute(f"CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, {cols}, touch INT NOT NULL DEFAULT 0, "
-                "gs BIGINT AS (i + 1) STORED, gv VARCHAR(30) AS (CONCAT(s, '|', e)) VIRTUAL)")
-    cur.execute("SET time_zone = '+00:00'")  # TIMESTAMP literals below are UTC instants
+    cur.execute(f"CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, {columns_sql}, touch INT NOT NULL DEFAULT 0)")
+    cur.execute("SET time_zone = '+00:00'")  # TIMESTAMP literals are UTC instants
     profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
-    opts = parse_options({"tables": "v\\.t", "chunk_size": 100, "tinyint1_as_boolean": tinyint1_as_boolean})
+    opts = parse_options({"tables": "v\\.t", "chunk_size": 100, **options})
     facts, _ = plan_tables(profile, opts)
     start = server_end(profile, facts)
-    def load() -> None:
-        insert_rows(root, "t", ["id", *NAMES], ROWS)
+    load(cur)
+    cur.execute("UPDATE t SET touch = 1")
+    cur.execute("DELETE FROM t")
+    load(cur)
+    end = server_end(profile, facts)
+    _, plans = plan_tables(profile, opts)
+    images = read_by_every_path(profile, facts, opts, plans[0], start, end)
+    root.close()
+
+    names = plans[0].schema.column_names
+    touch = names.index("touch")
+    wrong = []
+    snapshot = images["mysqlclient"]
+    assert snapshot, "nothing was loaded"
+    for id_, snap in snapshot.items():
+        for path in ("arrow", "+I", "-U", "+U", "-D"):
+            for n, a, b in zip(names, snap, images[path][id_]):
+                if n != "touch" and (a != b or type(a) is not type(b)):
+                    wrong.append((n, id_, path, a, b))
+        assert images["+U"][id_][touch] == 1 and snap[touch] == 0
+    assert not wrong, "\n".join(f"{t} id={i} via {p}: SELECT {a!r}, {p} {b!r}" for t, i, p, a, b in wrong)
+    return names, snapshot
+
+
+@pytest.mark.parametrize("tinyint1_as_boolean", [False, True])
+def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess, tinyint1_as_boolean: bool) -> None:
+    def load(cur: Any) -> None:
+        insert_rows(cur.connection, "t", ["id", *NAMES], ROWS)
         cur.execute("SET sql_mode = ''")  # zero dates: NULL by both paths (documented)
         cur.execute("INSERT INTO t (id, dd, dtm, dt0, ts) VALUES (4, '0000-00-00', '0000-00-00 00:00:00', "
                     "'0000-00-00 00:00:00', '0000-00-00 00:00:00')")
         cur.execute("SET sql_mode = DEFAULT")
 
-    load()
-    cur.execute("UPDATE t SET touch = 1")
-    cur.execute("DELETE FROM t")
-    load()
-    end = server_end(profile, facts)
-    _, plans = plan_tables(profile, opts)
-    schema = plans[0].schema
-    images = read_by_every_path(profile, facts, opts, plans[0], start, end)
-    snapshots = {"arrow": images["arrow"], "mysqlclient": images["mysqlclient"]}
-    root.close()
-
-    names = schema.column_names
-    touch = names.index("touch")
-    wrong = []
-    for id_, snap in snapshots["mysqlclient"].items():
-        others = {"arrow": snapshots["arrow"][id_], "+I": images["+I"][id_], "-U": images["-U"][id_],
-                  "+U": images["+U"][id_], "-D": images["-D"][id_]}
-        for path, row in others.items():
-            for n, a, b in zip(names, snap, row):
-                if n != "touch" and (a != b or type(a) is not type(b)):
-                    wrong.append((dict(COLUMNS).get(n, n), id_, path, a, b))
-        assert images["+U"][id_][touch] == 1 and snap[touch] == 0
-    assert not wrong, "\n".join(f"{t} id={i} via {p}: SELECT {a!r}, {p} {b!r}" for t, i, p, a, b in wrong)
+    cols = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
+    names, rows = capture_every_way(
+        ny_server, f"{cols}, gs BIGINT AS (i + 1) STORED, gv VARCHAR(30) AS (CONCAT(s, '|', e)) VIRTUAL", load,
+        tinyint1_as_boolean=tinyint1_as_boolean)
+    snapshots = {"mysqlclient": rows}
 
     # and the values are the expected ones, not merely equal on both paths
     top, zero, small = (snapshots["mysqlclient"][k] for k in (2**64 - 1, 2, 3))
@@ -148,6 +162,207 @@ def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess, tiny
     assert top[col["dtm"]] == dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
     assert top[col["flag"]] == (True if tinyint1_as_boolean else 1) and small[col["flag"]] == (True if
                                                                                              tinyint1_as_boolean else 7)
-    assert top[col["geo"]] == POINT and top[col["gs"]] == -(2**31) + 1 and top[col["gv"]] == "é😀'\\|b"
+    assert top[col["geo"]] == POINT[4:] and top[col["gs"]] == -(2**31) + 1 and top[col["gv"]] == "é😀'\\|b"
     zero_dates = snapshots["mysqlclient"][4]
     assert [zero_dates[col[n]] for n in ("dd", "dtm", "dt0", "ts")] == [None] * 4
+
+
+# Every fractional precision, more character sets, MySQL's JSON null literal, ENUM/SET in latin1, a geographic
+# GEOMETRY, and MariaDB's INET4/INET6/UUID. name: (type, value in row 1, row 2, row 3)
+MORE: dict[str, tuple[str, Any, Any, Any]] = {
+    **{f"dt{p}": (f"DATETIME({p})", f"2021-03-14 02:30:00.{'987654'[:p]}", "1000-01-01 00:00:00",
+                  f"9999-12-31 23:59:59.{'9' * p}") for p in range(7)},
+    # UTC instants: just after the spring gap in New York, and the two 01:30 of the fall change
+    **{f"ts{p}": (f"TIMESTAMP({p}) NULL", f"2021-03-14 07:00:00.{'987654'[:p]}",
+                  f"2021-11-07 05:30:00.{'5' * p}", f"2021-11-07 06:30:00.{'1'.rjust(p, '0') if p else ''}")
+       for p in range(7)},
+    **{f"tm{p}": (f"TIME({p})", f"-838:59:59.{'0' * p}", f"-00:00:01.{'123456'[:p]}", f"25:00:00.{'5' * p}")
+       for p in range(7)},
+    "jn": ("JSON", "null", '"null"', "[null, {}]"),
+    "l1": ("VARCHAR(10) CHARACTER SET latin1", "Ä€\x81ÿ", "", "a"),
+    "tl": ("TEXT CHARACTER SET latin1", "Ä" * 300, "x", None),
+    "u3": ("VARCHAR(10) CHARACTER SET utf8mb3", "é中", "", "a"),
+    "u16": ("VARCHAR(10) CHARACTER SET utf16", "é😀", "", "\u00ff\u0100"),
+    "u16le": ("VARCHAR(10) CHARACTER SET utf16le", "é😀", "", "a"),
+    "ucs": ("VARCHAR(10) CHARACTER SET ucs2", "é中", "", "a"),
+    "u32": ("VARCHAR(10) CHARACTER SET utf32", "é😀", "", "a"),
+    "gr": ("VARCHAR(10) CHARACTER SET greek", "ʽΩʼ", "", "a"),
+    "heb": ("VARCHAR(10) CHARACTER SET hebrew", "‾א", "", "a"),
+    "c866": ("VARCHAR(10) CHARACTER SET cp866", "ⁿ²Ж", "", "a"),
+    "k8u": ("VARCHAR(10) CHARACTER SET koi8u", "•Ї", "", "a"),
+    "cyr": ("VARCHAR(10) CHARACTER SET cp1251", "Жук", "", "a"),
+    "gbk": ("VARCHAR(10) CHARACTER SET gbk", "中文", "", "a"),  # no exact decoder: the stored bytes
+    "b5": ("VARCHAR(10) CHARACTER SET big5", "中文", "", "a"),
+    "cb": ("CHAR(4) CHARACTER SET binary", b"a", b"", b"\x00\xff"),
+    "el": ("ENUM('a','Ä','é,''x','b\\\\c','n\\nl\\tt') CHARACTER SET latin1", "Ä", "é,'x", "b\\c"),
+    "en": ("ENUM('n\\nl','t\\tt','z\\Z') CHARACTER SET utf8mb4", "n\nl", "t\tt", "z\x1a"),
+    "sl": ("SET('é','b','Ä') CHARACTER SET latin1", "é,Ä", "", "b"),
+    "e16": ("ENUM('x','é') CHARACTER SET utf16", "é", "x", None),
+    "g4326": ("GEOMETRY", POINT_4326, POINT, None),
+}
+MARIADB_MORE: dict[str, tuple[str, Any, Any, Any]] = {
+    "i4": ("INET4", "1.2.3.4", "0.0.0.0", "255.255.255.0"),
+    "i6": ("INET6", "::ffff:1.2.3.4", "::", "1:0:0:2::3"),
+    # v1 ending in zero bytes (the binlog drops them), nil, v4, v7
+    "uu": ("UUID", "123e4567-e89b-12d3-a456-426655440000", "00000000-0000-0000-0000-000000000000",
+           "0191d6a2-7c3e-7f3a-8b2c-3d4e5f607100"),
+}
+
+
+def test_precisions_charsets_and_server_specific_types(ny_server: ServerProcess) -> None:
+    more = {**MORE, **(MARIADB_MORE if ny_server.kind == "mariadb" else {})}
+
+    def load(cur: Any) -> None:
+        insert_rows(cur.connection, "t", ["id", *more], [(i, *(v[i] for v in more.values())) for i in (1, 2, 3)])
+
+    names, rows = capture_every_way(ny_server, ", ".join(f"`{n}` {t[0]}" for n, t in more.items()), load)
+    col = {n: i for i, n in enumerate(names)}
+    r1, r2, r3 = rows[1], rows[2], rows[3]
+    for p in range(7):
+        frac = int("987654"[:p].ljust(6, "0")) if p else 0
+        assert r1[col[f"dt{p}"]] == dt.datetime(2021, 3, 14, 2, 30, 0, frac)
+        assert r3[col[f"dt{p}"]] == dt.datetime(9999, 12, 31, 23, 59, 59, int("9" * p + "0" * (6 - p)) if p else 0)
+        assert r1[col[f"ts{p}"]] == dt.datetime(2021, 3, 14, 7, 0, 0, frac, tzinfo=UTC)
+        assert r2[col[f"ts{p}"]] == dt.datetime(2021, 11, 7, 5, 30, 0, int("5" * p + "0" * (6 - p)) if p else 0,
+                                                tzinfo=UTC)
+        assert r3[col[f"ts{p}"]] == dt.datetime(2021, 11, 7, 6, 30, 0, 10 ** (6 - p) if p else 0, tzinfo=UTC)
+        assert r1[col[f"tm{p}"]] == -dt.timedelta(hours=838, minutes=59, seconds=59)
+        assert r2[col[f"tm{p}"]] == -dt.timedelta(seconds=1, microseconds=int("123456"[:p].ljust(6, "0")) if p
+                                                  else 0)
+        assert r3[col[f"tm{p}"]] == dt.timedelta(hours=25, microseconds=int("5" * p + "0" * (6 - p)) if p else 0)
+    # the JSON null literal is the text 'null' (SQL NULL is None), a JSON string "null" is quoted
+    assert (r1[col["jn"]], r2[col["jn"]]) == ("null", '"null"')
+    for n, (_, a, b, c) in MORE.items():
+        if n.startswith(("dt", "ts", "tm", "jn", "g4326")):
+            continue
+        want = [v.encode(n) if n in ("gbk",) else v for v in (a, b, c)]
+        if n == "b5":
+            want = [v.encode("big5") for v in (a, b, c)]
+        if n == "cb":
+            want = [v.ljust(4, b"\x00") for v in (a, b, c)]
+        assert [r1[col[n]], r2[col[n]], r3[col[n]]] == want, n
+    assert r1[col["g4326"]] == POINT_4326[4:] and r2[col["g4326"]] == POINT[4:]
+    if ny_server.kind == "mariadb":
+        for n, (_, a, b, c) in MARIADB_MORE.items():
+            assert [r1[col[n]], r2[col[n]], r3[col[n]]] == [a, b, c], n
+
+
+def _plan_error(srv: ServerProcess, table: str) -> Exception:
+    info = srv.info
+    assert info is not None
+    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
+    with pytest.raises(MysqlCdcError) as caught:
+        plan_tables(profile, parse_options({"tables": f"types_err\\.{table}"}))
+    return caught.value
+
+
+def test_types_without_a_faithful_mapping_fail_at_planning_with_one_clear_error(server: ServerProcess) -> None:
+    info = server.info
+    assert info is not None
+    conn = info.connect(root=True)
+    cur = conn.cursor()
+    cur.execute("DROP DATABASE IF EXISTS types_err")
+    cur.execute("CREATE DATABASE types_err")
+    conn.select_db("types_err")
+    # a key in a character set read as bytes: the server orders it by its collation, we would compare bytes
+    cur.execute("CREATE TABLE gbk_key (k VARCHAR(10) CHARACTER SET gbk PRIMARY KEY, v INT)")
+    err = _plan_error(server, "gbk_key")
+    assert isinstance(err, ChunkKeyError) and "'k'" in str(err) and "'gbk'" in str(err) and "chunk_key" in str(err)
+    if server.kind == "mysql":
+        cur.execute("CREATE TABLE vec (id INT PRIMARY KEY, emb VECTOR(3))")
+        err = _plan_error(server, "vec")
+        assert type(err) is UnsupportedTypeError
+        assert all(s in str(err) for s in ("'types_err.vec'", "'emb'", "'vector(3)'", "exclude the table")), err
+    else:
+        for kind in ("UUID", "INET6", "INET4"):
+            cur.execute(f"CREATE TABLE k_{kind} (k {kind} PRIMARY KEY, v INT)")
+            err = _plan_error(server, f"k_{kind}")
+            assert isinstance(err, ChunkKeyError) and "'k'" in str(err) and kind.lower() in str(err), err
+    cur.execute("DROP DATABASE types_err")
+    conn.close()
+
+
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # VECTOR is a MySQL 9 type
+def test_a_vector_table_that_is_not_captured_does_not_stop_the_binlog(server: ServerProcess) -> None:
+    """python-mysql-replication cannot parse a VECTOR column's table map; it must never have to."""
+    info = server.info
+    assert info is not None
+    conn = info.connect(root=True)
+    cur = conn.cursor()
+    cur.execute("DROP DATABASE IF EXISTS vec_side")
+    cur.execute("CREATE DATABASE vec_side")
+    conn.select_db("vec_side")
+    cur.execute("CREATE TABLE vec (id INT PRIMARY KEY, emb VECTOR(2))")
+    cur.execute("CREATE TABLE ok (id INT PRIMARY KEY, s VARCHAR(5))")
+    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
+    opts = parse_options({"tables": "vec_side\\.ok"})
+    facts, plans = plan_tables(profile, opts)
+    start = server_end(profile, facts)
+    cur.execute("INSERT INTO vec VALUES (1, STRING_TO_VECTOR('[1, 2]'))")
+    cur.execute("INSERT INTO ok VALUES (1, 'a')")
+    cur.execute("UPDATE vec SET emb = STRING_TO_VECTOR('[3, 4]')")
+    cur.execute("INSERT INTO ok VALUES (2, 'b')")
+    end = server_end(profile, facts)
+    phase = BinlogPhase(profile, facts, opts, {plans[0].schema.table: plans[0].schema}, {plans[0].schema.table: None})
+    got = [(ch.op, ch.values[:2]) for ch in phase.changes(ReadFrom(start), end)]
+    assert got == [("+I", (1, "a")), ("+I", (2, "b"))]
+    cur.execute("DROP DATABASE vec_side")
+    conn.close()
+
+
+def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being_misread(
+        server: ServerProcess) -> None:
+    """Planning checks the global settings, but a session may log MINIMAL row images, partial JSON diffs
+    (MySQL) or compressed transactions (MySQL; MariaDB compresses globally only): the binlog then lacks the
+    values, or the library cannot decode them and would skip them. Each stops the read with one error naming
+    the cause and the fix, instead of NULLs or a silently missing change."""
+    info = server.info
+    assert info is not None
+    conn = info.connect(root=True)
+    cur = conn.cursor()
+    cur.execute("DROP DATABASE IF EXISTS pj")
+    cur.execute("CREATE DATABASE pj")
+    conn.select_db("pj")
+    cur.execute("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(5), j JSON, pad TEXT)")
+    cur.execute("""INSERT INTO t VALUES (1, 'a', '{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}', '')""")
+    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
+    opts = parse_options({"tables": "pj\\.t"})
+    compress = "binlog_transaction_compression" if server.kind == "mysql" else "log_bin_compress"
+    refused = [(compress, "ON")] + ([("binlog_row_value_options", "PARTIAL_JSON")] if server.kind == "mysql" else [])
+    for var, value in refused:
+        default = "''" if var == "binlog_row_value_options" else "OFF"
+        cur.execute(f"SET GLOBAL {var} = '{value}'")
+        try:
+            with pytest.raises(ServerSettingError, match=f"{var} is '{value}'"):
+                plan_tables(profile, opts)
+        finally:
+            cur.execute(f"SET GLOBAL {var} = {default}")
+    facts, plans = plan_tables(profile, opts)
+    phase = BinlogPhase(profile, facts, opts, {plans[0].schema.table: plans[0].schema}, {plans[0].schema.table: None})
+
+    def read_after(*statements: str) -> list[str]:
+        start = server_end(profile, facts)
+        for sql in statements:
+            cur.execute(sql)
+        return [ch.op for ch in phase.changes(ReadFrom(start), server_end(profile, facts))]
+
+    assert read_after("UPDATE t SET s = 'b'") == ["-U", "+U"]
+    cases = [("SET SESSION binlog_row_image = 'MINIMAL'", r"pj\.t at .*without column\(s\) .*binlog_row_image=FULL",
+              "SET SESSION binlog_row_image = 'FULL'")]
+    if server.kind == "mysql":
+        cases += [("SET SESSION binlog_row_value_options = 'PARTIAL_JSON'", "partial JSON change.*new snapshot",
+                   "SET SESSION binlog_row_value_options = ''"),
+                  ("SET SESSION binlog_transaction_compression = ON", "compressed event .*transaction payload",
+                   "SET SESSION binlog_transaction_compression = OFF")]
+    else:
+        cases += [("SET GLOBAL log_bin_compress = ON", "compressed event .*MariaDB compressed",
+                   "SET GLOBAL log_bin_compress = OFF")]
+    for n, (setting, message, reset) in enumerate(cases, start=2):
+        try:
+            with pytest.raises(ServerSettingError, match=message):
+                read_after(setting, f"UPDATE t SET j = JSON_SET(j, '$.a', {n}), pad = REPEAT('p', {1000 + n})")
+        finally:
+            cur.execute(reset)
+        assert read_after(f"UPDATE t SET s = 'c{n}'") == ["-U", "+U"]  # and the next change reads again
+    cur.execute("DROP DATABASE pj")
+    conn.close()

@@ -15,13 +15,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mysql_cdc.errors import BinlogError
+from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.options import ConnectionProfile
 from planner.chunks import TableId
 from planner.connect import connect
 from state.offsets import BinlogOffset, GtidSet
+from udtf.convert import JSON_NULL, MemberIndex
 
 LOCK_PREFIX = "mysql_cdc.server_id."
+# event types that carry rows or statements in compressed form, which the library does not decode
+COMPRESSED_EVENTS = {40: "MySQL transaction payload", 165: "MariaDB compressed query",
+                     **{t: "MariaDB compressed rows" for t in range(166, 172)}}
 READ_TIMEOUT = 120  # seconds without a byte from the server before a binlog read fails instead of hanging
 
 
@@ -120,15 +124,75 @@ def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[Ta
     return hit
 
 
-def _image(row: dict[str, Any], prefix: str) -> dict[str, Any]:
+def _image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any]:
     """A row image from the library's row dict. The library decodes an empty SET as None, like NULL; its
-    ``none_sources`` tell them apart, and an empty SET becomes an empty set here."""
+    ``none_sources`` tell them apart (every None-making branch but JSON's records why), and an empty SET
+    becomes an empty set here. A column left out of the image (a session that set binlog_row_image to
+    MINIMAL or NOBLOB) is an error: reading it as NULL would be a wrong value."""
     values: dict[str, Any] = row[f"{prefix}values"]
     sources = row.get(f"{prefix}none_sources") or {}
+    if not sources:
+        return values
+    missing = [k for k, why in sources.items() if why == "cols bitmap"]
+    if missing:
+        raise ServerSettingError(
+            f"a change to {where} was logged without column(s) "
+            f"{', '.join(map(repr, missing))}: the writing session set binlog_row_image to MINIMAL or NOBLOB, so "
+            "the binlog does not hold the row; keep binlog_row_image=FULL in every session (revoke the "
+            "privilege to set it) and take a new snapshot of the table")
     empty = [k for k, why in sources.items() if why == "empty set"]
     if not empty:
         return values
     return {**values, **{k: frozenset() for k in empty}}
+
+
+def _raw_text_encoding(_charset: str) -> str:
+    return "mysql-cdc: keep the stored bytes"  # not a codec: the library's lookup fails and it keeps the bytes
+
+
+def _member_indexes(self: Any, length: int) -> list[list[MemberIndex]] | None:
+    """ENUM/SET member lists of a table map as positions (see :class:`udtf.convert.MemberIndex`)."""
+    packet = self.packet
+    read_until = packet.read_bytes + length
+    if packet.read_bytes >= read_until:
+        return None
+    out = []
+    while packet.read_bytes < read_until:
+        count = packet.read_length_coded_binary()
+        for _ in range(count):
+            packet.read_variable_length_string()
+        out.append([MemberIndex(i) for i in range(count)])
+    return out
+
+
+def _adapt_library() -> None:
+    """Three changes to python-mysql-replication's decoding (process-wide; this package is its only user in
+    a Spark worker), both so :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
+
+    - text columns keep their stored bytes: the library decodes with the Python codec named like the MySQL
+      character set, which is wrong for utf16/ucs2/utf32 (big-endian in MySQL), latin1 (five bytes) and
+      others, and missing for some (it then keeps the bytes anyway);
+    - ENUM and SET members come as positions: the library decodes member names as UTF-8 whatever the column's
+      character set and makes a name it cannot decode '';
+    - MySQL's JSON null literal comes as :data:`udtf.convert.JSON_NULL`: the library gives None, and its
+      ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
+      reason, and the reasons are kept per event, not per row).
+    """
+    from pymysqlreplication.packet import BinLogPacketWrapper
+    from pymysqlreplication.row_event import RowsEvent, TableMapEvent
+
+    RowsEvent.charset_to_encoding = staticmethod(_raw_text_encoding)
+    TableMapEvent._read_type_values = _member_indexes
+    read_json = BinLogPacketWrapper.read_binary_json
+    if getattr(read_json, "_mysql_cdc", False):
+        return
+
+    def read_binary_json(self: Any, size: int, is_partial: bool) -> Any:
+        value = read_json(self, size, is_partial)
+        return JSON_NULL if value is None and not is_partial else value
+
+    read_binary_json._mysql_cdc = True  # type: ignore[attr-defined]
+    BinLogPacketWrapper.read_binary_json = read_binary_json
 
 
 def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId], *,
@@ -145,8 +209,22 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     library may re-send (from the start position, or from the GTID set), and nothing comes out twice.
     ``skip_before`` drops events with a timestamp before it (startup from a timestamp)."""
     from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    from pymysqlreplication.event import (
+        GtidEvent,
+        MariadbGtidEvent,
+        NotImplementedEvent,
+        QueryEvent,
+        RotateEvent,
+        XidEvent,
+    )
+    from pymysqlreplication.row_event import (
+        DeleteRowsEvent,
+        PartialUpdateRowsEvent,
+        UpdateRowsEvent,
+        WriteRowsEvent,
+    )
+
+    _adapt_library()
 
     if end is not None and not auto_position and start.position_key() >= end.position_key():
         return
@@ -160,8 +238,11 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         kw.update(log_file=start.file, log_pos=start.pos, resume_stream=True)
     stream = BinLogStreamReader(
         connection_settings=settings, server_id=server_id, blocking=False,
+        # PartialUpdateRowsEvent: an update logged with partial JSON (refused below, never skipped);
+        # NotImplementedEvent: events the library cannot decode, checked for compressed ones below
         only_events=[GtidEvent, MariadbGtidEvent, XidEvent, QueryEvent, RotateEvent, WriteRowsEvent,
-                     UpdateRowsEvent, DeleteRowsEvent],
+                     UpdateRowsEvent, PartialUpdateRowsEvent, DeleteRowsEvent, NotImplementedEvent],
+        filter_non_implemented_events=False,
         only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
         # the library's MariaDB mode starts from a GTID state and ignores file/position
         is_mariadb=flavor == "mariadb" and auto_position, enable_logging=False, freeze_schema=True, **kw)
@@ -187,6 +268,14 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     try:
         for ev in stream:
             pos = int(ev.packet.log_pos)
+            if isinstance(ev, NotImplementedEvent):
+                if ev.event_type in COMPRESSED_EVENTS:
+                    raise ServerSettingError(
+                        f"the binlog holds a compressed event at {file}:{pos} ({COMPRESSED_EVENTS[ev.event_type]}), "
+                        "which python-mysql-replication cannot read, so its changes would be lost: set "
+                        "binlog_transaction_compression=OFF (MySQL) / log_bin_compress=OFF (MariaDB) globally and "
+                        "in every session, then take a new snapshot")
+                continue
             if isinstance(ev, RotateEvent):
                 file = ev.next_binlog
                 continue
@@ -226,14 +315,17 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
             if (ev.schema, ev.table) not in wanted:
                 continue
             ts = int(ev.timestamp)
+            where = f"{ev.schema}.{ev.table} at {file}:{pos}"
             for row in ev.rows:
                 if isinstance(ev, WriteRowsEvent):
-                    rows.append(BinlogRow(ev.schema, ev.table, "insert", None, _image(row, ""), file, pos, gtid, ts))
+                    rows.append(BinlogRow(ev.schema, ev.table, "insert", None, _image(row, "", where), file, pos,
+                                          gtid, ts))
                 elif isinstance(ev, UpdateRowsEvent):
-                    rows.append(BinlogRow(ev.schema, ev.table, "update", _image(row, "before_"),
-                                          _image(row, "after_"), file, pos, gtid, ts))
+                    rows.append(BinlogRow(ev.schema, ev.table, "update", _image(row, "before_", where),
+                                          _image(row, "after_", where), file, pos, gtid, ts))
                 else:
-                    rows.append(BinlogRow(ev.schema, ev.table, "delete", _image(row, ""), None, file, pos, gtid, ts))
+                    rows.append(BinlogRow(ev.schema, ev.table, "delete", _image(row, "", where), None, file, pos,
+                                          gtid, ts))
     except BinlogError:
         raise
     except Exception as e:

@@ -9,10 +9,14 @@ Type table (MySQL -> Spark), also rendered into the README by ``python -m mysql_
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
+import functools
+import ipaddress
 import json
 import re
 import struct
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -20,11 +24,64 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.errors import UnsupportedTypeError
-from planner.schema import ColumnInfo
+from mysql_cdc.errors import ServerSettingError, UnsupportedTypeError
+from planner.schema import ColumnInfo, TableSchema
 
 UTC = dt.timezone.utc
 Converter = Callable[[Any], Any]
+
+
+# ---- character sets: text arrives from the binlog as stored bytes (see udtf.binlog_events) ----
+
+_UNICODE = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "utf16": "utf-16-be", "ucs2": "utf-16-be",
+            "utf16le": "utf-16-le", "utf32": "utf-32-be"}
+# Single-byte sets: Python's codec plus the bytes where the server maps differently ('?' where the server has
+# no character for the byte), found by converting every byte on MySQL 9.7 and MariaDB 10.11 (which agree);
+# tests/test_charsets.py checks all 256 of each set on both.
+_SINGLE_BYTE: dict[str, tuple[str, dict[int, str]]] = {
+    "ascii": ("ascii", {}),
+    "latin1": ("cp1252", {b: chr(b) for b in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}),
+    "latin2": ("iso8859-2", {}), "latin5": ("iso8859-9", {}), "latin7": ("iso8859-13", {}),
+    "greek": ("iso8859-7", {0xA1: "\u02bd", 0xA2: "\u02bc", 0xA4: "?", 0xA5: "?", 0xAA: "?"}),
+    "hebrew": ("iso8859-8", {0xAF: "\u203e"}),
+    "cp1250": ("cp1250", {}), "cp1251": ("cp1251", {}), "cp1257": ("cp1257", {}),
+    "cp1256": ("cp1256", dict.fromkeys((0x8A, 0x8F, 0x98, 0x9A, 0x9F, 0xAA, 0xC0, 0xFF), "?")),
+    "cp850": ("cp850", {}), "cp852": ("cp852", {}), "cp866": ("cp866", {0xFC: "\u207f", 0xFD: "\u00b2"}),
+    "koi8r": ("koi8-r", {}), "koi8u": ("koi8-u", {0x95: "\u2022"}),
+    "macroman": ("mac-roman", {}), "macce": ("mac-latin2", {}),
+}
+TEXT_CHARSETS = frozenset(_UNICODE) | frozenset(_SINGLE_BYTE)
+
+
+@functools.cache
+def _charmap(charset: str) -> str:
+    codec, overrides = _SINGLE_BYTE[charset]
+    chars = []
+    for b in range(256):
+        try:
+            chars.append(overrides.get(b) or bytes([b]).decode(codec))
+        except UnicodeDecodeError:
+            chars.append("?")  # a byte the set leaves undefined: the server converts it to '?' too
+    return "".join(chars)
+
+
+def text_decoder(charset: str | None) -> Callable[[bytes], str] | None:
+    """The exact decoder of a MySQL character set, as the server converts it to Unicode, or ``None`` when
+    there is none here (the column is then delivered as its stored bytes).
+
+    >>> text_decoder("latin1")(b"\\xc4\\x80\\x81")  # cp1252 except five bytes MySQL maps to C1 controls
+    'Ä€\\x81'
+    >>> text_decoder("utf16")("é".encode("utf-16-be")), text_decoder("big5")
+    ('é', None)
+    """
+    cs = charset or "utf8mb4"
+    if cs in _UNICODE:
+        codec = _UNICODE[cs]
+        return lambda b: bytes(b).decode(codec)
+    if cs in _SINGLE_BYTE:
+        table = _charmap(cs)
+        return lambda b: codecs.charmap_decode(bytes(b), "strict", table)[0]
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,11 +112,17 @@ TYPE_TABLE: tuple[TypeRule, ...] = (
     TypeRule("TIMESTAMP(p)", "TIMESTAMP", "the instant (UTC), independent of the server's time zone; zero -> NULL"),
     TypeRule("TIME(p)", "INTERVAL DAY TO SECOND", "signed, may exceed 24 hours"),
     TypeRule("YEAR", "SMALLINT", ""),
-    TypeRule("CHAR, VARCHAR, *TEXT (non-binary charset)", "STRING", ""),
+    TypeRule("CHAR, VARCHAR, *TEXT", "STRING", "character sets: " + ", ".join(sorted(TEXT_CHARSETS))),
+    TypeRule("CHAR, VARCHAR, *TEXT in another character set", "BINARY",
+             "the stored bytes (no exact decoder here: big5, gbk, sjis, ujis, ...); cannot be a chunk key"),
     TypeRule("ENUM, SET", "STRING", "SET as its comma-separated text"),
-    TypeRule("BINARY, VARBINARY, *BLOB, binary-charset strings", "BINARY", ""),
-    TypeRule("JSON", "STRING", "JSON text"),
-    TypeRule("GEOMETRY and spatial types", "BINARY", "MySQL's internal value: 4-byte SRID + WKB"),
+    TypeRule("BINARY, VARBINARY, *BLOB, binary-charset strings", "BINARY", "BINARY(n) with its 0x00 padding"),
+    TypeRule("JSON", "STRING", "JSON text as the server prints it; the JSON literal null is 'null', not NULL"),
+    TypeRule("GEOMETRY and spatial types", "BINARY", "WKB, x = longitude for geographic SRSs (as ST_AsWKB(g, "
+             "'axis-order=long-lat')); the SRID is dropped"),
+    TypeRule("INET4, INET6, UUID (MariaDB)", "STRING", "the server's text form; cannot be a chunk key"),
+    TypeRule("VECTOR (MySQL 9)", "(refused)", "UnsupportedTypeError at planning: python-mysql-replication "
+             "cannot decode it in the binlog; VECTOR in tables not captured is fine"),
 )
 
 _INTS = {
@@ -72,6 +135,7 @@ _INTS = {
 }
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
 _BLOB = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_MARIADB_TEXT = ("inet4", "inet6", "uuid")  # fixed-size binary values that a SELECT gives as text
 _GEO = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
         "geometrycollection", "geomcollection"}
 
@@ -107,14 +171,28 @@ def spark_type(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     if t == "year":
         return "SMALLINT"
     if t in _TEXT:
-        return "BINARY" if col.charset == "binary" else "STRING"
-    if t in ("enum", "set", "json"):
+        return "STRING" if text_decoder(col.charset) is not None else "BINARY"
+    if t in ("enum", "set", "json", *_MARIADB_TEXT):
         return "STRING"
     if t in _BLOB or t in _GEO:
         return "BINARY"
+    if t == "vector":
+        raise UnsupportedTypeError(
+            f"column {col.name!r} has type {col.column_type!r}: python-mysql-replication cannot decode VECTOR "
+            "columns in the binlog, so changes to this table cannot be read; exclude the table from 'tables' "
+            "or store the vector as VARBINARY or JSON")
     raise UnsupportedTypeError(
         f"column {col.name!r} has type {col.column_type!r}, which has no Spark mapping; "
         "exclude the table or open an issue with the type")
+
+
+def check_columns(schema: TableSchema) -> None:
+    """Every column of the table has a Spark type (else one :class:`UnsupportedTypeError` naming the table)."""
+    for c in schema.columns:
+        try:
+            spark_type(c)
+        except UnsupportedTypeError as e:
+            raise UnsupportedTypeError(f"table {str(schema.table)!r}: {e}") from e
 
 
 _ARROW: dict[str, pa.DataType] = {
@@ -215,9 +293,16 @@ def value_converter(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> Conve
         return _to_utc
     if t == "json":
         return _json_text
+    if t in _GEO:
+        return _wkb
     if st == "STRING":
         return _text
     return None
+
+
+def _wkb(v: Any) -> bytes:
+    """MySQL's geometry value is a 4-byte SRID then WKB (coordinates x = longitude first whatever the SRS)."""
+    return bytes(v)[4:]
 
 
 def row_converter(columns: tuple[ColumnInfo, ...], tinyint1_as_boolean: bool = False
@@ -241,28 +326,50 @@ def row_converter(columns: tuple[ColumnInfo, ...], tinyint1_as_boolean: bool = F
 
 # ---- binlog row images (python-mysql-replication) -> driver-like values ----
 
-def _set_members(col: ColumnInfo) -> list[str]:
-    body = col.column_type[col.column_type.index("(") + 1 : col.column_type.rindex(")")]
-    out, buf, i = [], [], 0
+_MEMBER_ESCAPES = {"\\": "\\", "0": "\x00", "n": "\n", "r": "\r", "Z": "\x1a", "'": "'"}
+
+
+def enum_members(column_type: str) -> list[str]:
+    r"""The members of an ENUM or SET from information_schema's COLUMN_TYPE, where each is quoted, a quote is
+    doubled and backslash, NUL, newline, carriage return and ^Z are backslash-escaped.
+
+    >>> enum_members(r"enum('a','it''s','b\\c','x\ny','')")
+    ['a', "it's", 'b\\c', 'x\ny', '']
+    """
+    body = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
+    out: list[str] = []
+    i = 0
     while i < len(body):
-        ch = body[i]
-        if ch == "'":
-            j = i + 1
-            while j < len(body):
-                if body[j] == "'" and body[j + 1 : j + 2] == "'":
-                    buf.append("'")
-                    j += 2
-                    continue
-                if body[j] == "'":
-                    break
-                buf.append(body[j])
-                j += 1
-            out.append("".join(buf))
-            buf = []
-            i = j + 1
-        else:
+        if body[i] != "'":
             i += 1
+            continue
+        buf, j = [], i + 1
+        while j < len(body):
+            ch = body[j]
+            if ch == "'" and body[j + 1 : j + 2] == "'":
+                buf.append("'")
+                j += 2
+            elif ch == "'":
+                break
+            elif ch == "\\" and j + 1 < len(body):
+                nxt = body[j + 1]
+                buf.append(_MEMBER_ESCAPES.get(nxt, nxt))
+                j += 2
+            else:
+                buf.append(ch)
+                j += 1
+        out.append("".join(buf))
+        i = j + 1
     return out
+
+
+class _JsonNull:
+    def __repr__(self) -> str:
+        return "JSON_NULL"
+
+
+JSON_NULL: Any = _JsonNull()
+"""MySQL's binary JSON null literal as :mod:`udtf.binlog_events` has the library decode it (not SQL NULL)."""
 
 
 def _json_plain(v: Any) -> Any:
@@ -273,11 +380,16 @@ def _json_plain(v: Any) -> Any:
         return [_json_plain(x) for x in v]
     if isinstance(v, bytes | bytearray):
         return v.decode("utf-8")
-    return v
+    return None if v is JSON_NULL else v
 
 
 def _binlog_json(v: Any) -> Any:
     """MySQL's binlog carries JSON decoded (never as text): a top-level string is a JSON string."""
+    if type(v).__name__ == "JsonDiff":
+        raise ServerSettingError(
+            "an update was logged as a partial JSON change (binlog_row_value_options=PARTIAL_JSON in the writing "
+            "session): the binlog does not hold the column's new value. SET GLOBAL binlog_row_value_options = '' "
+            "and keep sessions from setting it, then take a new snapshot of the table")
     return json.dumps(_json_plain(v), ensure_ascii=False)
 
 
@@ -318,9 +430,91 @@ def _fixed_binary(width: int) -> Converter:
     return lambda v: bytes(_as_bytes(v)).ljust(width, b"\x00")
 
 
+class MemberIndex(int):
+    """An ENUM or SET member as the binlog gives it: its position in the column's member list (0-based).
+    :mod:`udtf.binlog_events` makes the library hand these out instead of member names it decoded as UTF-8
+    whatever the column's character set (a name it could not decode became '')."""
+
+
+def _member_text(col: ColumnInfo) -> Converter:
+    """ENUM and SET values by member position, named from the column's definition (what a SELECT prints)."""
+    members = enum_members(col.column_type)
+
+    def name(v: Any) -> str:
+        return members[v] if isinstance(v, MemberIndex) else str(v)
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, set | frozenset):  # SET: members in definition order, comma-separated
+            return ",".join(name(m) for m in sorted(v, key=lambda m: members.index(name(m))))
+        return name(v)
+
+    return conv
+
+
+def _text_of(col: ColumnInfo, decode: Callable[[bytes], str]) -> Converter:
+    def conv(v: Any) -> Any:
+        if not isinstance(v, bytes | bytearray):
+            return v
+        try:
+            return decode(bytes(v))
+        except UnicodeDecodeError as e:
+            raise UnsupportedTypeError(
+                f"column {col.name!r}: the binlog holds bytes {bytes(v)[:32]!r} that are not valid "
+                f"{col.charset!r} text; convert the column to utf8mb4 or to a binary type") from e
+
+    return conv
+
+
+def _padded(v: Any, width: int) -> bytes:
+    """Fixed-size binary values lose their trailing 0x00 bytes in the binlog (as BINARY(n) does)."""
+    return bytes(_as_bytes(v)).ljust(width, b"\x00")
+
+
+def inet6_text(b: bytes) -> str:
+    """MariaDB's text form of an INET6 value: the longest run of zero groups (even a single one) becomes '::',
+    IPv4-mapped and IPv4-compatible addresses end in dotted quads.
+
+    >>> inet6_text(bytes.fromhex("00010000000200000000000000000003"))
+    '1:0:2::3'
+    >>> inet6_text(bytes(10) + b"\\xff\\xff\\x01\\x02\\x03\\x04")
+    '::ffff:1.2.3.4'
+    >>> inet6_text(bytes.fromhex("00250000ad0000a500000000690000c7")), inet6_text(bytes(15) + b"\\x01")
+    ('25:0:ad00:a5::6900:c7', '::1')
+    """
+    if b[:10] == bytes(10) and b[10:12] == b"\xff\xff":
+        return "::ffff:" + str(ipaddress.IPv4Address(b[12:]))
+    if b[:12] == bytes(12) and b[12:14] != bytes(2):
+        return "::" + str(ipaddress.IPv4Address(b[12:]))
+    words = [format(int.from_bytes(b[i:i + 2], "big"), "x") for i in range(0, 16, 2)]
+    best, best_len, i = -1, 0, 0
+    while i < 8:
+        j = i
+        while j < 8 and words[j] == "0":
+            j += 1
+        if j - i > best_len:
+            best, best_len = i, j - i
+        i = max(j, i + 1)
+    if best < 0:
+        return ":".join(words)
+    return ":".join(words[:best]) + "::" + ":".join(words[best + best_len:])
+
+
+_MARIADB_FORMAT: dict[str, Converter] = {
+    "inet4": lambda v: str(ipaddress.IPv4Address(_padded(v, 4))),
+    "inet6": lambda v: inet6_text(_padded(v, 16)),
+    "uuid": lambda v: str(uuid.UUID(bytes=_padded(v, 16))),
+}
+
+
 def binlog_fixup(col: ColumnInfo) -> Converter | None:
     """Bring a decoded binlog value to the form the SELECT path delivers before :func:`value_converter`."""
     t = col.data_type
+    if t in _TEXT and (decode := text_decoder(col.charset)) is not None:
+        return _text_of(col, decode)
+    if t in ("enum", "set"):
+        return _member_text(col)
+    if t in _MARIADB_TEXT:
+        return _MARIADB_FORMAT[t]
     if t == "time" and (col.datetime_precision or 0) > 0:
         return negative_time_fix
     if t == "timestamp":
@@ -332,15 +526,6 @@ def binlog_fixup(col: ColumnInfo) -> Converter | None:
         return _as_bytes
     if t == "bit":
         return lambda v: int(v, 2) if isinstance(v, str) else v
-    if t == "set":
-        members = _set_members(col)
-
-        def set_text(v: Any) -> Any:
-            if isinstance(v, set | frozenset):
-                return ",".join(m for m in members if m in v)
-            return v
-
-        return set_text
     if t == "json":
         return _binlog_json
     return None
@@ -393,7 +578,7 @@ def fast_select_expr(col: ColumnInfo, quoted: str) -> str | None:
     DECIMAL travels as text (exact at any precision) and is cast by Arrow."""
     if col.data_type not in FAST_TYPES:
         return None
-    if col.data_type in _TEXT and col.charset == "binary":
+    if col.data_type in _TEXT and text_decoder(col.charset) is None:
         return None
     if col.data_type in ("decimal", "numeric"):
         return f"CAST({quoted} AS CHAR)"
@@ -403,9 +588,12 @@ def fast_select_expr(col: ColumnInfo, quoted: str) -> str | None:
 def select_expr(col: ColumnInfo, quoted: str) -> str:
     """The SELECT expression of a column for the mysqlclient path. FLOAT is printed with about six significant
     digits in a result set (1000001 comes back as 1e+06): widened to DOUBLE in the server, every stored float
-    arrives exactly and is narrowed back by :func:`value_converter`."""
+    arrives exactly and is narrowed back by :func:`value_converter`. Text in a character set without an exact
+    decoder here comes as its stored bytes."""
     if col.data_type == "float":
         return f"({quoted} + 0E0)"
+    if col.data_type in _TEXT and col.charset != "binary" and text_decoder(col.charset) is None:
+        return f"CAST({quoted} AS BINARY)"  # delivered as its stored bytes, like the binlog's
     return quoted
 
 
