@@ -15,11 +15,9 @@ from typing import Any
 from mysql_cdc.errors import ChunkKeyError
 from planner.chunks import Key
 from planner.schema import ColumnInfo, TableSchema
-from udtf.convert import TEXT_CHARSETS as _KEY_CHARSETS
+from udtf.convert import MARIADB_TEXT, TEXT_CHARSETS
 
 _BATCH = 200
-# MariaDB's INET4/INET6/UUID: the server orders the stored bytes (UUIDs partly swapped), not the text we deliver
-_UNORDERED = ("inet4", "inet6", "uuid")
 
 
 def _text_expr(col: ColumnInfo) -> str:
@@ -30,20 +28,30 @@ def _text_expr(col: ColumnInfo) -> str:
     return f"WEIGHT_STRING(CONVERT(%s USING {cs})" + (f" COLLATE {coll})" if coll else ")")
 
 
+def check_chunk_key(schema: TableSchema) -> list[ColumnInfo]:
+    """The chunk key's columns, if each is of a type whose server order we can reproduce (else ChunkKeyError).
+
+    MariaDB's INET4/INET6/UUID are ordered by their stored bytes (UUIDs partly swapped), not by the text we
+    deliver; text in a character set without an exact decoder is delivered as bytes. (Text keys holding bytes
+    their character set leaves undefined, writable only as binary literals, read as '?' by every path.)"""
+    cols = [schema.column(c) for c in schema.chunk_key]
+    for c in cols:
+        if c.data_type in ("enum", "set", "json", "geometry", "blob", "text", *MARIADB_TEXT):
+            raise ChunkKeyError(f"column {c.name!r} of {str(schema.table)!r} has type {c.column_type!r}, "
+                                "which cannot be a chunk key; use a primary key or chunk_key of another type")
+        if c.is_text and c.charset not in TEXT_CHARSETS:
+            raise ChunkKeyError(
+                f"column {c.name!r} of {str(schema.table)!r} uses character set {c.charset!r}, which is read "
+                "as bytes (no exact decoder here) and cannot be a chunk key; set chunk_key to another unique "
+                "column or convert the column to utf8mb4")
+    return cols
+
+
 class KeyOrder:
     """Sort keys for one table's chunk key: Python values, with server weights for collated strings."""
 
     def __init__(self, schema: TableSchema) -> None:
-        cols = [schema.column(c) for c in schema.chunk_key]
-        for c in cols:
-            if c.data_type in ("enum", "set", "json", "geometry", "blob", "text", *_UNORDERED):
-                raise ChunkKeyError(f"column {c.name!r} of {str(schema.table)!r} has type {c.column_type!r}, "
-                                    "which cannot be a chunk key; use a primary key or chunk_key of another type")
-            if c.is_text and c.charset not in _KEY_CHARSETS:
-                raise ChunkKeyError(
-                    f"column {c.name!r} of {str(schema.table)!r} uses character set {c.charset!r}, which is read "
-                    "as bytes (no exact decoder here) and cannot be a chunk key; set chunk_key to another unique "
-                    "column or convert the column to utf8mb4")
+        cols = check_chunk_key(schema)
         self._text = [i for i, c in enumerate(cols) if c.is_text]
         self._exprs = {i: _text_expr(cols[i]) for i in self._text}
 

@@ -23,9 +23,17 @@ from state.offsets import BinlogOffset, GtidSet
 from udtf.convert import JSON_NULL, MemberIndex
 
 LOCK_PREFIX = "mysql_cdc.server_id."
-# event types that carry rows or statements in compressed form, which the library does not decode
-COMPRESSED_EVENTS = {40: "MySQL transaction payload", 165: "MariaDB compressed query",
-                     **{t: "MariaDB compressed rows" for t in range(166, 172)}}
+ANONYMOUS_GTID_EVENT = 34
+_COMPRESSED = ("a compressed transaction or event, which python-mysql-replication cannot decode, so its changes "
+               "(of any table) would be lost: set binlog_transaction_compression=OFF (MySQL) / log_bin_compress=OFF "
+               "(MariaDB) globally and in every session, then take a new snapshot")
+# events the library does not decode that may hold changes: the read stops rather than skip them
+UNREADABLE_EVENTS = {
+    26: "an incident event (the server lost events it could not log): take a new snapshot",
+    40: _COMPRESSED, **dict.fromkeys(range(165, 172), _COMPRESSED),
+    42: "a transaction with a tagged GTID (MySQL 8.3+), which this version does not follow: write without GTID "
+        "tags",
+}
 READ_TIMEOUT = 120  # seconds without a byte from the server before a binlog read fails instead of hanging
 
 
@@ -146,6 +154,37 @@ def _image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any]:
     return {**values, **{k: frozenset() for k in empty}}
 
 
+_STRING_TYPES = (15, 253, 254, 252)  # VARCHAR, VAR_STRING, STRING, BLOB: each has a character set in FULL metadata
+_ENUM, _SET = 247, 248
+
+
+def _check_described(columns: list[Any], where: str) -> None:
+    """A table map written while binlog_row_metadata was not FULL lacks column names, ENUM/SET members and
+    character sets: its rows would decode to wrong values (an ENUM as NULL, text as UTF-8)."""
+    lacking = [i for i, c in enumerate(columns) if c.name is None
+               or (c.type == _ENUM and c.enum_values is None) or (c.type == _SET and c.set_values is None)
+               or (c.type in _STRING_TYPES and c.character_set_name is None)]
+    if lacking:
+        raise ServerSettingError(
+            f"the change to {where} was logged without column metadata (column positions {lacking}): "
+            "binlog_row_metadata was not FULL when it was written; keep binlog_row_metadata=FULL and take a new "
+            "snapshot of the table")
+
+
+def _refuse_partial_json(rows: list[dict[str, Any]], where: str) -> None:
+    """An update logged with binlog_row_value_options=PARTIAL_JSON carries a diff, not the new JSON value."""
+    from pymysqlreplication.json_binary import JsonDiff
+
+    for row in rows:
+        diffs = [k for k, v in row["after_values"].items() if isinstance(v, JsonDiff)]
+        if diffs:
+            raise ServerSettingError(
+                f"the update of {where} was logged as a partial JSON change of column(s) {diffs!r} "
+                "(binlog_row_value_options=PARTIAL_JSON in the writing session): the binlog does not hold the new "
+                "value. SET GLOBAL binlog_row_value_options = '', keep sessions from setting it, and take a new "
+                "snapshot of the table")
+
+
 def _raw_text_encoding(_charset: str) -> str:
     return "mysql-cdc: keep the stored bytes"  # not a codec: the library's lookup fails and it keeps the bytes
 
@@ -167,7 +206,7 @@ def _member_indexes(self: Any, length: int) -> list[list[MemberIndex]] | None:
 
 def _adapt_library() -> None:
     """Three changes to python-mysql-replication's decoding (process-wide; this package is its only user in
-    a Spark worker), both so :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
+    a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
 
     - text columns keep their stored bytes: the library decodes with the Python codec named like the MySQL
       character set, which is wrong for utf16/ucs2/utf32 (big-endian in MySQL), latin1 (five bytes) and
@@ -265,17 +304,10 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         gtid = None
         return txn
 
+    described: set[int] = set()  # table ids whose table map was checked for column metadata
     try:
         for ev in stream:
             pos = int(ev.packet.log_pos)
-            if isinstance(ev, NotImplementedEvent):
-                if ev.event_type in COMPRESSED_EVENTS:
-                    raise ServerSettingError(
-                        f"the binlog holds a compressed event at {file}:{pos} ({COMPRESSED_EVENTS[ev.event_type]}), "
-                        "which python-mysql-replication cannot read, so its changes would be lost: set "
-                        "binlog_transaction_compression=OFF (MySQL) / log_bin_compress=OFF (MariaDB) globally and "
-                        "in every session, then take a new snapshot")
-                continue
             if isinstance(ev, RotateEvent):
                 file = ev.next_binlog
                 continue
@@ -283,10 +315,19 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 return
             # a transaction starting at or past the end belongs to a later read: after a rotation the end can be
             # the new file's first position while the last boundary seen is still in the old file. Transactions
-            # start with a GTID or a query event (BEGIN, or a DDL statement), never with a row event.
-            if end_key is not None and isinstance(ev, GtidEvent | MariadbGtidEvent | QueryEvent) and \
+            # start with a GTID (MySQL without GTIDs: an anonymous one) or a query event (BEGIN, or a DDL
+            # statement), never with a row event.
+            unknown = isinstance(ev, NotImplementedEvent)
+            starts = isinstance(ev, GtidEvent | MariadbGtidEvent | QueryEvent) or (
+                unknown and ev.event_type == ANONYMOUS_GTID_EVENT)
+            if end_key is not None and starts and \
                     BinlogOffset(file, pos - int(ev.packet.event_size)).position_key() >= end_key:
                 return
+            if unknown:
+                if ev.event_type in UNREADABLE_EVENTS:
+                    raise ServerSettingError(f"the binlog holds an event at {file}:{pos} that cannot be read here: "
+                                             f"{UNREADABLE_EVENTS[ev.event_type]}")
+                continue  # anonymous GTIDs, heartbeats and other events without rows
             if isinstance(ev, GtidEvent | MariadbGtidEvent):
                 rows = []
                 gtid = str(ev.gtid)
@@ -316,6 +357,11 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 continue
             ts = int(ev.timestamp)
             where = f"{ev.schema}.{ev.table} at {file}:{pos}"
+            if ev.table_id not in described:
+                _check_described(ev.columns, where)
+                described.add(ev.table_id)
+            if isinstance(ev, PartialUpdateRowsEvent):
+                _refuse_partial_json(ev.rows, where)
             for row in ev.rows:
                 if isinstance(ev, WriteRowsEvent):
                     rows.append(BinlogRow(ev.schema, ev.table, "insert", None, _image(row, "", where), file, pos,

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.errors import ServerSettingError, UnsupportedTypeError
+from mysql_cdc.errors import BinlogError, UnsupportedTypeError
 from planner.schema import ColumnInfo, TableSchema
 
 UTC = dt.timezone.utc
@@ -135,7 +135,7 @@ _INTS = {
 }
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
 _BLOB = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
-_MARIADB_TEXT = ("inet4", "inet6", "uuid")  # fixed-size binary values that a SELECT gives as text
+MARIADB_TEXT = ("inet4", "inet6", "uuid")  # fixed-size binary values that a SELECT gives as text
 _GEO = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
         "geometrycollection", "geomcollection"}
 
@@ -172,7 +172,7 @@ def spark_type(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
         return "SMALLINT"
     if t in _TEXT:
         return "STRING" if text_decoder(col.charset) is not None else "BINARY"
-    if t in ("enum", "set", "json", *_MARIADB_TEXT):
+    if t in ("enum", "set", "json", *MARIADB_TEXT):
         return "STRING"
     if t in _BLOB or t in _GEO:
         return "BINARY"
@@ -367,6 +367,9 @@ class _JsonNull:
     def __repr__(self) -> str:
         return "JSON_NULL"
 
+    def __reduce__(self) -> str:
+        return "JSON_NULL"  # pickled by reference: the one instance stays the one instance
+
 
 JSON_NULL: Any = _JsonNull()
 """MySQL's binary JSON null literal as :mod:`udtf.binlog_events` has the library decode it (not SQL NULL)."""
@@ -384,12 +387,8 @@ def _json_plain(v: Any) -> Any:
 
 
 def _binlog_json(v: Any) -> Any:
-    """MySQL's binlog carries JSON decoded (never as text): a top-level string is a JSON string."""
-    if type(v).__name__ == "JsonDiff":
-        raise ServerSettingError(
-            "an update was logged as a partial JSON change (binlog_row_value_options=PARTIAL_JSON in the writing "
-            "session): the binlog does not hold the column's new value. SET GLOBAL binlog_row_value_options = '' "
-            "and keep sessions from setting it, then take a new snapshot of the table")
+    """MySQL's binlog carries JSON decoded (never as text): a top-level string is a JSON string. (A partial
+    JSON diff never gets here: :mod:`udtf.binlog_events` refuses it.)"""
     return json.dumps(_json_plain(v), ensure_ascii=False)
 
 
@@ -425,9 +424,10 @@ def _as_bytes(v: Any) -> Any:
     return v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
 
 
-def _fixed_binary(width: int) -> Converter:
-    """BINARY(n): the binlog image drops the trailing 0x00 padding a SELECT returns."""
-    return lambda v: bytes(_as_bytes(v)).ljust(width, b"\x00")
+def _padded(v: Any, width: int) -> bytes:
+    """Fixed-size binary values (BINARY(n), INET6, UUID, ...) lose their trailing 0x00 bytes in the binlog; a
+    SELECT returns them."""
+    return bytes(_as_bytes(v)).ljust(width, b"\x00")
 
 
 class MemberIndex(int):
@@ -441,11 +441,16 @@ def _member_text(col: ColumnInfo) -> Converter:
     members = enum_members(col.column_type)
 
     def name(v: Any) -> str:
-        return members[v] if isinstance(v, MemberIndex) else str(v)
+        if isinstance(v, MemberIndex):
+            return members[v]
+        if v == "":  # ENUM's error value (stored 0): '' by SELECT too
+            return ""
+        raise BinlogError(f"column {col.name!r}: the binlog decoder gave {type(v).__name__} {v!r} for an ENUM/SET "
+                          "member instead of its position; the decoder adaptation in udtf.binlog_events is missing")
 
     def conv(v: Any) -> Any:
         if isinstance(v, set | frozenset):  # SET: members in definition order, comma-separated
-            return ",".join(name(m) for m in sorted(v, key=lambda m: members.index(name(m))))
+            return ",".join(name(m) for m in sorted(v))
         return name(v)
 
     return conv
@@ -459,15 +464,10 @@ def _text_of(col: ColumnInfo, decode: Callable[[bytes], str]) -> Converter:
             return decode(bytes(v))
         except UnicodeDecodeError as e:
             raise UnsupportedTypeError(
-                f"column {col.name!r}: the binlog holds bytes {bytes(v)[:32]!r} that are not valid "
-                f"{col.charset!r} text; convert the column to utf8mb4 or to a binary type") from e
+                f"column {col.name!r}: the binlog holds a value that is not valid {col.charset!r} text (invalid "
+                f"bytes at offset {e.start} of {len(v)}); convert the column to utf8mb4 or to a binary type") from e
 
     return conv
-
-
-def _padded(v: Any, width: int) -> bytes:
-    """Fixed-size binary values lose their trailing 0x00 bytes in the binlog (as BINARY(n) does)."""
-    return bytes(_as_bytes(v)).ljust(width, b"\x00")
 
 
 def inet6_text(b: bytes) -> str:
@@ -513,7 +513,7 @@ def binlog_fixup(col: ColumnInfo) -> Converter | None:
         return _text_of(col, decode)
     if t in ("enum", "set"):
         return _member_text(col)
-    if t in _MARIADB_TEXT:
+    if t in MARIADB_TEXT:
         return _MARIADB_FORMAT[t]
     if t == "time" and (col.datetime_precision or 0) > 0:
         return negative_time_fix
@@ -521,7 +521,7 @@ def binlog_fixup(col: ColumnInfo) -> Converter | None:
         return _zero_timestamp
     if t == "binary":
         m = re.fullmatch(r"binary\((\d+)\)", col.column_type.strip().lower())
-        return _fixed_binary(int(m.group(1))) if m else _as_bytes
+        return functools.partial(_padded, width=int(m.group(1))) if m else _as_bytes
     if spark_type(col) == "BINARY" and t not in ("bit", *_GEO):
         return _as_bytes
     if t == "bit":
@@ -592,7 +592,7 @@ def select_expr(col: ColumnInfo, quoted: str) -> str:
     decoder here comes as its stored bytes."""
     if col.data_type == "float":
         return f"({quoted} + 0E0)"
-    if col.data_type in _TEXT and col.charset != "binary" and text_decoder(col.charset) is None:
+    if col.data_type in _TEXT and text_decoder(col.charset) is None:
         return f"CAST({quoted} AS BINARY)"  # delivered as its stored bytes, like the binlog's
     return quoted
 
