@@ -13,20 +13,17 @@ Markdown table to stdout and to ``bench/results/binlog-<server>-sf<scale>.md``.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.run import PeakRss, load_orders  # noqa: E402
+from bench.run import PeakRss, bench_parser, bench_server, load_orders, write_result  # noqa: E402
 from tests.helpers import binlog_end  # noqa: E402
-from tests.servers import ServerInfo, ServerProcess  # noqa: E402
+from tests.servers import ServerInfo  # noqa: E402
 
 
 def raw_loop(info: ServerInfo, file: str, pos: int, end_file: str, end_pos: int) -> int:
@@ -51,17 +48,8 @@ def raw_loop(info: ServerInfo, file: str, pos: int, end_file: str, end_pos: int)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", choices=["mariadb", "mysql"], default="mariadb")
-    ap.add_argument("--scale", type=float, default=0.1)
-    ap.add_argument("--repeat", type=int, default=2, help="runs per reader; the best is reported")
-    args = ap.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
-    work = tempfile.mkdtemp(prefix="mysql-cdc-bench-")
-    server = ServerProcess(args.server, work)
-    info = server.start()
-    try:
+    args = bench_parser(__doc__, 0.1).parse_args()
+    with bench_server(args.server) as (info, work):
         conn = info.connect(root=True)
         cur = conn.cursor()
         n = load_orders(info, args.scale, work)
@@ -84,21 +72,12 @@ def main() -> None:
               f"rows in {start_file}:{start_pos} .. {end_file}:{end_pos}, {time.monotonic() - t:.1f} s",
               flush=True)
         results = run_all(info, (start_file, int(start_pos)), (end_file, int(end_pos)), changes, args.repeat)
-    finally:
-        server.stop()
-        shutil.rmtree(work, ignore_errors=True)
     lines = [f"Binlog read of {changes} change rows of TPC-H orders ({n} deletes, {n} inserts, {n} updates), "
              f"{args.server}, best of {args.repeat}; {os.cpu_count()} cores.", "",
              "| reader | seconds | change rows/s | peak RSS (MB) |", "| --- | --- | --- | --- |"]
     for name, secs, rows, rss in results:
         lines.append(f"| {name} | {secs:.2f} | {rows / secs:,.0f} | {rss / 2**20:,.0f} |")
-    text = "\n".join(lines)
-    print(text)
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    out = os.path.join(ROOT, "bench", "results", f"binlog-{args.server}-sf{args.scale:g}.md")
-    with open(out, "w") as f:
-        f.write(text + "\n")
-    print(f"written to {out}")
+    write_result(f"binlog-{args.server}-sf{args.scale:g}", "\n".join(lines))
 
 
 def run_all(info: ServerInfo, start: tuple[str, int], end: tuple[str, int], changes: int, repeat: int

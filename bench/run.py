@@ -9,6 +9,7 @@ Writes a Markdown table to stdout and to ``bench/results/snapshot-<server>-sf<sc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import shutil
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil
@@ -103,28 +104,51 @@ def c_client(info: ServerInfo) -> list[str]:
         else ["mariadb"]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def bench_parser(doc: str | None, scale: float) -> argparse.ArgumentParser:
+    """The options every benchmark takes: --server, --scale (TPC-H scale factor), --repeat."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", choices=["mariadb", "mysql"], default="mariadb")
-    ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--parallelism", type=int, default=2)
-    ap.add_argument("--chunk-size", type=int, default=50_000)
+    ap.add_argument("--scale", type=float, default=scale)
     ap.add_argument("--repeat", type=int, default=2, help="runs per reader; the best is reported")
-    args = ap.parse_args()
+    return ap
+
+
+@contextlib.contextmanager
+def bench_server(kind: str) -> Iterator[tuple[ServerInfo, str]]:
+    """A throwaway server of ``kind`` and a work directory, both gone afterwards; Spark's Python workers run
+    this interpreter with the checkout on their path."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     work = tempfile.mkdtemp(prefix="mysql-cdc-bench-")
-    server = ServerProcess(args.server, work)
-    info = server.start()
+    server = ServerProcess(kind, work)
     try:
+        yield server.start(), work
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def write_result(name: str, text: str) -> None:
+    """Print a result table and write it to bench/results/<name>.md."""
+    print(text)
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    out = os.path.join(ROOT, "bench", "results", f"{name}.md")
+    with open(out, "w") as f:
+        f.write(text + "\n")
+    print(f"written to {out}")
+
+
+def main() -> None:
+    ap = bench_parser(__doc__, 1.0)
+    ap.add_argument("--parallelism", type=int, default=2)
+    ap.add_argument("--chunk-size", type=int, default=50_000)
+    args = ap.parse_args()
+    with bench_server(args.server) as (info, work):
         t = time.monotonic()
         n = load_orders(info, args.scale, work)
         print(f"loaded {n} rows of TPC-H orders (sf {args.scale}) into {args.server} in "
               f"{time.monotonic() - t:.1f} s", flush=True)
         results = run_all(info, n, args)
-    finally:
-        server.stop()
-        shutil.rmtree(work, ignore_errors=True)
     lines = [f"Snapshot of TPC-H orders, {n} rows, {args.server}, Spark local[{args.parallelism}], "
              f"chunk_size {args.chunk_size}; best of {args.repeat}; {os.cpu_count()} cores.", "",
              "| reader | parallelism | seconds | rows/s | peak RSS, Spark JVM + Python workers (MB) | "
@@ -134,13 +158,7 @@ def main() -> None:
         lines.append(f"| {name} | {par} | {secs:.2f} | {n / secs:,.0f} | {total / 2**20:,.0f} | "
                      f"{py / 2**20:,.0f} |" if total else
                      f"| {name} | {par} | {secs:.2f} | {n / secs:,.0f} | - | - |")
-    text = "\n".join(lines)
-    print(text)
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    out = os.path.join(ROOT, "bench", "results", f"snapshot-{args.server}-sf{args.scale:g}.md")
-    with open(out, "w") as f:
-        f.write(text + "\n")
-    print(f"written to {out}")
+    write_result(f"snapshot-{args.server}-sf{args.scale:g}", "\n".join(lines))
 
 
 def run_all(info: ServerInfo, n: int, args: Any) -> list[tuple[str, int, float, int, int]]:

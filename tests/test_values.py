@@ -10,6 +10,7 @@ empty binary strings as text, an empty SET read as NULL, MySQL's binary JSON (th
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -69,6 +70,11 @@ def ny_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     srv.stop()
 
 
+def binlog_only_phase(profile: ConnectionProfile, facts: Any, opts: Any, plan: Any) -> BinlogPhase:
+    """A binlog reader of one planned table that emits every change (no snapshot to correct)."""
+    return BinlogPhase(profile, facts, opts, {plan.schema.table: plan.schema}, {plan.schema.table: None})
+
+
 def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: Any, start: Any, end: Any
                        ) -> dict[str, dict[int, tuple[Any, ...]]]:
     """Rows by id as each path gives them: "arrow" and "mysqlclient" (snapshot of every chunk), and the
@@ -79,8 +85,7 @@ def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: 
         for chunk in plan.chunks:
             for batch in SnapshotReader(profile, plan.schema, facts, opts, fast=fast).read(chunk).batches:
                 rows.update({int(r[0]): r for r in batch_to_rows(batch)})
-    phase = BinlogPhase(profile, facts, opts, {plan.schema.table: plan.schema}, {plan.schema.table: None})
-    for ch in phase.changes(ReadFrom(start), end):
+    for ch in binlog_only_phase(profile, facts, opts, plan).changes(ReadFrom(start), end):
         out.setdefault(ch.op, {})[int(ch.values[0])] = ch.values
     return out
 
@@ -247,61 +252,39 @@ def test_precisions_charsets_and_server_specific_types(ny_server: ServerProcess)
             assert [r1[col[n]], r2[col[n]], r3[col[n]]] == [a, b, c], n
 
 
-def _plan_error(srv: ServerProcess, table: str) -> Exception:
-    info = srv.info
-    assert info is not None
-    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
+def _plan_error(profile: ConnectionProfile, db: str, table: str) -> Exception:
     with pytest.raises(MysqlCdcError) as caught:
-        plan_tables(profile, parse_options({"tables": f"types_err\\.{table}"}))
+        plan_tables(profile, parse_options({"tables": f"{re.escape(db)}\\.{table}"}))
     return caught.value
 
 
-def test_types_without_a_faithful_mapping_fail_at_planning_with_one_clear_error(server: ServerProcess) -> None:
-    info = server.info
-    assert info is not None
-    conn = info.connect(root=True)
-    cur = conn.cursor()
-    cur.execute("DROP DATABASE IF EXISTS types_err")
-    cur.execute("CREATE DATABASE types_err")
-    conn.select_db("types_err")
-    try:
-        _check_refusals(server, cur)
-    finally:
-        cur.execute("DROP DATABASE types_err")
-        conn.close()
-
-
-def _check_refusals(server: ServerProcess, cur: Any) -> None:
+def test_types_without_a_faithful_mapping_fail_at_planning_with_one_clear_error(
+        server: ServerProcess, profile: ConnectionProfile, db: str, root: Any) -> None:
+    cur = root.cursor()
     # a key in a character set read as bytes: the server orders it by its collation, we would compare bytes
     cur.execute("CREATE TABLE gbk_key (k VARCHAR(10) CHARACTER SET gbk PRIMARY KEY, v INT)")
-    err = _plan_error(server, "gbk_key")
+    err = _plan_error(profile, db, "gbk_key")
     assert isinstance(err, ChunkKeyError) and "'k'" in str(err) and "'gbk'" in str(err) and "chunk_key" in str(err)
     if server.kind == "mysql":
         cur.execute("CREATE TABLE vec (id INT PRIMARY KEY, emb VECTOR(3))")
-        err = _plan_error(server, "vec")
+        err = _plan_error(profile, db, "vec")
         assert type(err) is UnsupportedTypeError
-        assert all(s in str(err) for s in ("'types_err.vec'", "'emb'", "'vector(3)'", "exclude the table")), err
+        assert all(s in str(err) for s in (f"'{db}.vec'", "'emb'", "'vector(3)'", "exclude the table")), err
     else:
         for kind in ("UUID", "INET6", "INET4"):
             cur.execute(f"CREATE TABLE k_{kind} (k {kind} PRIMARY KEY, v INT)")
-            err = _plan_error(server, f"k_{kind}")
+            err = _plan_error(profile, db, f"k_{kind}")
             assert isinstance(err, ChunkKeyError) and "'k'" in str(err) and kind.lower() in str(err), err
 
 
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # VECTOR is a MySQL 9 type
-def test_a_vector_table_that_is_not_captured_does_not_stop_the_binlog(server: ServerProcess) -> None:
+def test_a_vector_table_that_is_not_captured_does_not_stop_the_binlog(profile: ConnectionProfile, db: str,
+                                                                      root: Any) -> None:
     """python-mysql-replication cannot parse a VECTOR column's table map; it must never have to."""
-    info = server.info
-    assert info is not None
-    conn = info.connect(root=True)
-    cur = conn.cursor()
-    cur.execute("DROP DATABASE IF EXISTS vec_side")
-    cur.execute("CREATE DATABASE vec_side")
-    conn.select_db("vec_side")
+    cur = root.cursor()
     cur.execute("CREATE TABLE vec (id INT PRIMARY KEY, emb VECTOR(2))")
     cur.execute("CREATE TABLE ok (id INT PRIMARY KEY, s VARCHAR(5))")
-    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
-    opts = parse_options({"tables": "vec_side\\.ok"})
+    opts = parse_options({"tables": f"{re.escape(db)}\\.ok"})
     facts, plans = plan_tables(profile, opts)
     start = server_end(profile, facts)
     cur.execute("INSERT INTO vec VALUES (1, STRING_TO_VECTOR('[1, 2]'))")
@@ -309,30 +292,22 @@ def test_a_vector_table_that_is_not_captured_does_not_stop_the_binlog(server: Se
     cur.execute("UPDATE vec SET emb = STRING_TO_VECTOR('[3, 4]')")
     cur.execute("INSERT INTO ok VALUES (2, 'b')")
     end = server_end(profile, facts)
-    phase = BinlogPhase(profile, facts, opts, {plans[0].schema.table: plans[0].schema}, {plans[0].schema.table: None})
-    got = [(ch.op, ch.values[:2]) for ch in phase.changes(ReadFrom(start), end)]
+    got = [(ch.op, ch.values[:2]) for ch in binlog_only_phase(profile, facts, opts, plans[0]).changes(
+        ReadFrom(start), end)]
     assert got == [("+I", (1, "a")), ("+I", (2, "b"))]
-    cur.execute("DROP DATABASE vec_side")
-    conn.close()
 
 
 def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being_misread(
-        server: ServerProcess) -> None:
+        server: ServerProcess, profile: ConnectionProfile, db: str, root: Any) -> None:
     """Planning checks the global settings, but a session may log MINIMAL row images, partial JSON diffs
     (MySQL) or compressed transactions (MySQL; MariaDB compresses globally only): the binlog then lacks the
     values, or the library cannot decode them and would skip them. Each stops the read with one error naming
     the cause and the fix, instead of NULLs or a silently missing change."""
-    info = server.info
-    assert info is not None
-    conn = info.connect(root=True)
-    cur = conn.cursor()
-    cur.execute("DROP DATABASE IF EXISTS pj")
-    cur.execute("CREATE DATABASE pj")
-    conn.select_db("pj")
+    cur = root.cursor()
     cur.execute("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(5), j JSON, pad TEXT)")
     cur.execute("""INSERT INTO t VALUES (1, 'a', '{"a": 1, "b": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}', '')""")
-    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
-    opts = parse_options({"tables": "pj\\.t"})
+    table = re.escape(db) + r"\.t"
+    opts = parse_options({"tables": table})
     compress = "binlog_transaction_compression" if server.kind == "mysql" else "log_bin_compress"
     refused = [(compress, "ON")] + ([("binlog_row_value_options", "PARTIAL_JSON")] if server.kind == "mysql" else [])
     for var, value in refused:
@@ -344,7 +319,7 @@ def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being
         finally:
             cur.execute(f"SET GLOBAL {var} = {default}")
     facts, plans = plan_tables(profile, opts)
-    phase = BinlogPhase(profile, facts, opts, {plans[0].schema.table: plans[0].schema}, {plans[0].schema.table: None})
+    phase = binlog_only_phase(profile, facts, opts, plans[0])
 
     def read_after(*statements: str) -> list[str]:
         start = server_end(profile, facts)
@@ -354,15 +329,15 @@ def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being
 
     assert read_after("UPDATE t SET s = 'b'") == ["-U", "+U"]
     compressed = "compressed transaction or event.*binlog_transaction_compression=OFF.*log_bin_compress=OFF"
-    cases = [("SET SESSION binlog_row_image = 'MINIMAL'", r"pj\.t at .*without column\(s\) .*binlog_row_image=FULL",
+    cases = [("SET SESSION binlog_row_image = 'MINIMAL'", table + r" at .*without column\(s\) .*binlog_row_image=FULL",
               "SET SESSION binlog_row_image = 'FULL'"),
              # global only; a backfill or restart may also read files written before it was set
              ("SET GLOBAL binlog_row_metadata = 'MINIMAL'",
-              r"pj\.t at .*without column metadata.*binlog_row_metadata=FULL",
+              table + " at .*without column metadata.*binlog_row_metadata=FULL",
               "SET GLOBAL binlog_row_metadata = 'FULL'")]
     if server.kind == "mysql":
         cases += [("SET SESSION binlog_row_value_options = 'PARTIAL_JSON'",
-                   r"pj\.t at .*partial JSON change of column\(s\) \['j'\].*new snapshot",
+                   table + r" at .*partial JSON change of column\(s\) \['j'\].*new snapshot",
                    "SET SESSION binlog_row_value_options = ''"),
                   ("SET SESSION binlog_transaction_compression = ON", compressed,
                    "SET SESSION binlog_transaction_compression = OFF")]
@@ -375,5 +350,3 @@ def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being
         finally:
             cur.execute(reset)
         assert read_after(f"UPDATE t SET s = 'c{n}'") == ["-U", "+U"]  # and the next change reads again
-    cur.execute("DROP DATABASE pj")
-    conn.close()
