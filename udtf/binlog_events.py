@@ -185,8 +185,9 @@ def _refuse_partial_json(rows: list[dict[str, Any]], where: str) -> None:
                 "snapshot of the table")
 
 
-def _raw_text_encoding(_charset: str) -> str:
-    return "mysql-cdc: keep the stored bytes"  # not a codec: the library's lookup fails and it keeps the bytes
+def _stored_bytes(self: Any, size: int, _column: Any) -> bytes:
+    """The library's string reader without its decoding: the value as stored."""
+    return bytes(self.packet.read_length_coded_pascal_string(size))
 
 
 def _member_indexes(self: Any, length: int) -> list[list[MemberIndex]] | None:
@@ -208,9 +209,10 @@ def _adapt_library() -> None:
     """Three changes to python-mysql-replication's decoding (process-wide; this package is its only user in
     a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
 
-    - text columns keep their stored bytes: the library decodes with the Python codec named like the MySQL
-      character set, which is wrong for utf16/ucs2/utf32 (big-endian in MySQL), latin1 (five bytes) and
-      others, and missing for some (it then keeps the bytes anyway);
+    - strings (text and binary) come as their stored bytes: the library decodes text with the Python codec
+      named like the MySQL character set, which is wrong for utf16/ucs2/utf32 (big-endian in MySQL), latin1
+      (five bytes) and others, and missing for some (it then keeps the bytes anyway, after a failed codec
+      lookup per value);
     - ENUM and SET members come as positions: the library decodes member names as UTF-8 whatever the column's
       character set and makes a name it cannot decode '';
     - MySQL's JSON null literal comes as :data:`udtf.convert.JSON_NULL`: the library gives None, and its
@@ -220,7 +222,7 @@ def _adapt_library() -> None:
     from pymysqlreplication.packet import BinLogPacketWrapper
     from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
-    RowsEvent.charset_to_encoding = staticmethod(_raw_text_encoding)
+    setattr(RowsEvent, "_RowsEvent__read_string", _stored_bytes)  # noqa: B010 (a name-mangled method)
     TableMapEvent._read_type_values = _member_indexes
     read_json = BinLogPacketWrapper.read_binary_json
     if getattr(read_json, "_mysql_cdc", False):
