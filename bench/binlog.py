@@ -85,10 +85,10 @@ def run_all(info: ServerInfo, start: tuple[str, int], end: tuple[str, int], chan
     from pyspark.sql import SparkSession
 
     import mysql_cdc
+    from mysql_cdc.offsets import BinlogOffset
     from mysql_cdc.options import ConnectionProfile, parse_options
-    from planner.plan import describe_table
-    from state.offsets import BinlogOffset
-    from udtf.binlog import BinlogPhase, ReadFrom
+    from mysql_cdc.planner.plan import describe_table
+    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom
 
     out: list[tuple[str, float, int, int]] = []
     me = os.getpid()

@@ -59,9 +59,9 @@ def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[s
     ``profile`` is a :class:`ConnectionProfile` or a ``mysql://user:password@host:port`` URL; ``options`` are
     the options of the option table (``tables`` at least).
     """
+    from mysql_cdc.chunks import CHUNK_COLUMNS, chunk_row
     from mysql_cdc.options import profile_from_url
-    from planner.chunks import CHUNK_COLUMNS, chunk_row
-    from planner.plan import plan_tables
+    from mysql_cdc.planner.plan import plan_tables
 
     prof = profile_from_url(profile) if isinstance(profile, str) else profile
     opts = parse_options(options)

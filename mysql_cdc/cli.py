@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from mysql_cdc.errors import MysqlCdcError
+from mysql_cdc.errors import ConfigError, MysqlCdcError
 
 
 def _opts(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
@@ -24,10 +24,21 @@ def _opts(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def _local_spark(master: str, name: str) -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise ConfigError(f"this command runs Spark locally, but pyspark cannot be imported ({e}); install it "
+                          "with: pip install 'pyspark-mysql-cdc[spark]'") from e
+    spark = (SparkSession.builder.master(master).appName(name).config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def cmd_plan(ns: argparse.Namespace) -> int:
+    from mysql_cdc.chunks import encode_key
     from mysql_cdc.options import parse_options, resolve_profile
-    from planner.chunks import encode_key
-    from planner.plan import plan_tables
+    from mysql_cdc.planner.plan import plan_tables
 
     opts = parse_options(_opts(ns, tables=ns.tables, chunk_size=ns.chunk_size, chunk_key=ns.chunk_key))
     facts, plans = plan_tables(resolve_profile(opts), opts)
@@ -41,13 +52,9 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(ns: argparse.Namespace) -> int:
-    from pyspark.sql import SparkSession
-
     import mysql_cdc
 
-    spark = (SparkSession.builder.master(ns.master).appName("mysql-cdc snapshot")
-             .config("spark.ui.enabled", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = _local_spark(ns.master, "mysql-cdc snapshot")
     mysql_cdc.register(spark)
     reader = spark.read.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
     for key, value in (("chunk_size", ns.chunk_size), ("state_dir", ns.state_dir)):
@@ -64,13 +71,9 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
 
 def cmd_follow(ns: argparse.Namespace) -> int:
     """The snapshot, then the binlog, into files (a Structured Streaming query with local Spark)."""
-    from pyspark.sql import SparkSession
-
     import mysql_cdc
 
-    spark = (SparkSession.builder.master(ns.master).appName("mysql-cdc follow")
-             .config("spark.ui.enabled", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = _local_spark(ns.master, "mysql-cdc follow")
     mysql_cdc.register(spark)
     reader = (spark.readStream.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
               .option("state_dir", ns.state_dir))
@@ -108,8 +111,8 @@ def cmd_follow(ns: argparse.Namespace) -> int:
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
-    from planner.chunks import TableId
-    from state.store import StateStore
+    from mysql_cdc.chunks import TableId
+    from mysql_cdc.state.store import StateStore
 
     recs = StateStore(ns.state_dir).chunk_records(TableId.parse(ns.table))
     print(f"{ns.table}: {len(recs)} chunks recorded, {sum(r.rows for r in recs)} rows")
@@ -120,9 +123,21 @@ def cmd_status(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyspark-mysql-cdc")
+    except PackageNotFoundError:  # a source checkout
+        from mysql_cdc import __version__
+
+        return f"{__version__} (source checkout)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mysql-cdc", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="validate the server and print the chunks of the matched tables")
     p.add_argument("--source", required=True)

@@ -15,7 +15,7 @@ def option_table() -> str:
 
 
 def type_table() -> str:
-    from udtf.convert import TYPE_TABLE
+    from mysql_cdc.types import TYPE_TABLE
 
     lines = ["| MySQL / MariaDB | Spark | note |", "| --- | --- | --- |"]
     lines += [f"| {r.mysql} | {r.spark} | {r.note} |" for r in TYPE_TABLE]

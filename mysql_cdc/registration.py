@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import io
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import ConnectionProfile, profile_from_mapping, profile_from_url
 
-# Our packages, and the pure-Python drivers the executors need, shipped to a Connect server for batch queries.
-SHIPPED_PACKAGES = ("mysql_cdc", "planner", "udtf", "state", "pymysql", "pymysqlreplication")
+# Our package, and the pure-Python drivers the executors need, shipped to a Connect server for batch queries.
+SHIPPED_PACKAGES = ("mysql_cdc", "pymysql", "pymysqlreplication")
 FUNCTIONS = ("mysql_cdc_chunks", "mysql_cdc_snapshot")
 
 
@@ -42,31 +43,46 @@ def _profiles(profiles: Mapping[str, Any] | None) -> dict[str, ConnectionProfile
     return out
 
 
-def code_zip() -> str:
-    """A zip of the shipped packages, named by its content hash (Connect refuses a reused name with other bytes)."""
+def code_zip_bytes() -> bytes:
+    """A zip of the shipped packages, byte-for-byte the same for the same code (fixed order and dates).
+
+    From a source checkout ``mysql_cdc/planner``, ``udtf`` and ``state`` are links to the root folders of the
+    design card's layout; they are followed, so the zip holds the package as the wheel installs it.
+    """
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for pkg in SHIPPED_PACKAGES:
             mod = importlib.import_module(pkg)
             root = os.path.dirname(mod.__file__ or "")
-            base = os.path.dirname(root)
-            for dirpath, dirnames, filenames in os.walk(root):
+            for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
                 dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", "tests"))
                 for fn in sorted(filenames):
                     if fn.endswith((".py", ".typed")):
                         full = os.path.join(dirpath, fn)
-                        info = zipfile.ZipInfo(os.path.relpath(full, base), date_time=(2020, 1, 1, 0, 0, 0))
+                        arc = os.path.join(pkg, os.path.relpath(full, root)).replace(os.sep, "/")
+                        info = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))
+                        info.external_attr = 0o644 << 16
                         with open(full, "rb") as f:
                             z.writestr(info, f.read())
-    data = buf.getvalue()
+    return buf.getvalue()
+
+
+@contextlib.contextmanager
+def code_zip() -> Iterator[str]:
+    """The shipped code as a zip file named by its content hash (Connect refuses a reused name with other bytes),
+    written into a new private folder (0700, made by :func:`tempfile.mkdtemp`) and removed afterwards.
+
+    Never a file found under a predictable name: a shared temporary folder is writable by every local user,
+    and a zip planted there would run as the Spark job.
+    """
+    data = code_zip_bytes()
     digest = hashlib.sha256(data).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"mysql_cdc_code_{digest}.zip")
-    if not os.path.exists(path):
-        tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
+    with tempfile.TemporaryDirectory(prefix="mysql_cdc_code_") as folder:
+        path = os.path.join(folder, f"mysql_cdc_code_{digest}.zip")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
-    return path
+        yield path
 
 
 _SHIPPED_SESSIONS: set[str] = set()
@@ -81,13 +97,9 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     is shipped to the server as a session artifact unless ``ship_code=False`` (batch queries only; streaming
     needs the package installed in the server's Python).
     """
-    from udtf.spark import (
-        CHUNK_TABLE_DDL,
-        build_binlog_udtf,
-        build_chunks_udtf,
-        build_data_source,
-        build_snapshot_udtf,
-    )
+    from mysql_cdc.udtf.adapter import CHUNK_TABLE_DDL
+    from mysql_cdc.udtf.batch_source import build_data_source
+    from mysql_cdc.udtf.sql_functions import build_binlog_udtf, build_chunks_udtf, build_snapshot_udtf
 
     profs = _profiles(profiles)
     remote = _is_connect(spark)
@@ -98,7 +110,8 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     if remote and ship_code is not False:
         sid = str(spark.session_id)
         if sid not in _SHIPPED_SESSIONS:
-            spark.addArtifacts(code_zip(), pyfile=True)
+            with code_zip() as path:
+                spark.addArtifacts(path, pyfile=True)
             _SHIPPED_SESSIONS.add(sid)
     chunks = _create_py_udtf(build_chunks_udtf(profs), returnType=CHUNK_TABLE_DDL, name="mysql_cdc_chunks",
                              useArrow=True)

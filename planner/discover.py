@@ -8,10 +8,10 @@ from typing import Any
 
 import pymysql
 
+from mysql_cdc.chunks import TableId
 from mysql_cdc.errors import ChunkKeyError, PrivilegeError, TableError
-from planner.chunks import TableId
-from planner.schema import ColumnInfo, TableSchema
-from udtf.convert import check_columns
+from mysql_cdc.schema import ColumnInfo, TableSchema
+from mysql_cdc.types import check_columns
 
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
@@ -41,6 +41,14 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = ()) -> Ta
     (which must exist and be NOT NULL; they need not be unique).
     """
     cur = conn.cursor()
+    cur.execute("SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (table.database, table.table))
+    kind = cur.fetchone()
+    if kind is not None and str(kind[0]).upper() != "BASE TABLE":
+        cur.close()
+        raise TableError(f"{str(table)!r} is a {str(kind[0]).lower()}, not a base table: the binlog logs the changes "
+                         "of base tables only, so its changes could never be read after the snapshot; capture the "
+                         "base tables it selects from instead")
     cur.execute(
         "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, "
         "NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, EXTRA "

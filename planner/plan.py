@@ -6,14 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.connect import ServerFacts, connect, server_facts
+from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
-from planner.chunks import Chunk, TableId
-from planner.connect import ServerFacts, connect, server_facts
-from planner.discover import match_tables, table_schema
-from planner.keyorder import check_chunk_key
-from planner.schema import TableSchema
-from planner.splitter import split_table
-from planner.validate import check_privileges, check_server
+from mysql_cdc.planner.discover import match_tables, table_schema
+from mysql_cdc.planner.splitter import split_table
+from mysql_cdc.planner.validate import check_privileges, check_server
+from mysql_cdc.schema import TableSchema
 
 
 @dataclass(frozen=True)

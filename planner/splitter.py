@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planner.chunks import Chunk, Key, chunks_from_bounds, even_bounds, quote_ident
-from planner.keyorder import KeyOrder
-from planner.schema import TableSchema
-from planner.sql import key_compare
+from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds, quote_ident
+from mysql_cdc.keyorder import KeyOrder
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.sql import key_compare
 
 
 def approx_rows(conn: Any, schema: TableSchema) -> int:

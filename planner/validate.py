@@ -11,8 +11,8 @@ from typing import Any
 
 import pymysql
 
+from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import PrivilegeError, ServerSettingError
-from planner.connect import ServerFacts
 
 MIN_VERSION = {"mysql": (8, 0, 0), "mariadb": (10, 5, 0)}
 
@@ -74,7 +74,8 @@ def check_privileges(conn: Any, facts: ServerFacts) -> None:
     finally:
         cur.close()
     grants = " ".join(_grants(conn)).upper()
-    if not re.search(r"ALL PRIVILEGES ON \*\.\*|REPLICATION (SLAVE|REPLICA)\b", grants):
+    # not MariaDB's REPLICATION SLAVE ADMIN / REPLICA ADMIN, which administer replicas and cannot read the binlog
+    if not re.search(r"ALL PRIVILEGES ON \*\.\*|REPLICATION (SLAVE|REPLICA)\b(?!\s+ADMIN)", grants):
         raise PrivilegeError("the capture user lacks REPLICATION SLAVE, needed to read the binlog: "
                              "GRANT REPLICATION SLAVE ON *.* TO the user")
     if not re.search(r"(ALL PRIVILEGES|SELECT)[ ,A-Z]*ON ", grants):

@@ -23,7 +23,7 @@ import pytest
 def _owner_off_by_one() -> None:
     import bisect
 
-    from udtf.emit import EmitRule
+    from mysql_cdc.udtf.emit import EmitRule
 
     # a key equal to a chunk's first key is judged by the previous chunk's high watermark
     EmitRule.owner = lambda self, key: bisect.bisect_left(self._starts, key)  # type: ignore[method-assign]
@@ -31,41 +31,41 @@ def _owner_off_by_one() -> None:
 
 
 def _emit_ignores_key() -> None:
-    from udtf.emit import EmitRule
+    from mysql_cdc.udtf.emit import EmitRule
 
     EmitRule.decided = lambda self, event, gtid=None: True  # type: ignore[method-assign]
 
 
 def _correction_no_delete() -> None:
-    import udtf.correct
-    import udtf.snapshot
+    import mysql_cdc.udtf.correct
+    import mysql_cdc.udtf.snapshot
 
-    real = udtf.correct.correct_chunk
+    real = mysql_cdc.udtf.correct.correct_chunk
 
     def correct_chunk(rows: Iterable[Any], changes: Iterable[Any], identity: Callable[[Any], Hashable],
                       in_chunk: Callable[[Any], bool]) -> list[Any]:
         return real(rows, [c for c in changes if c.op != "delete"], identity, in_chunk)
 
-    udtf.correct.correct_chunk = correct_chunk
-    if hasattr(udtf.snapshot, "correct_chunk"):
-        udtf.snapshot.correct_chunk = correct_chunk  # type: ignore[attr-defined]
+    mysql_cdc.udtf.correct.correct_chunk = correct_chunk
+    if hasattr(mysql_cdc.udtf.snapshot, "correct_chunk"):
+        mysql_cdc.udtf.snapshot.correct_chunk = correct_chunk  # type: ignore[attr-defined]
 
 
 def _chunk_gap() -> None:
-    import planner.chunks
-    import planner.splitter
+    import mysql_cdc.chunks
+    import mysql_cdc.planner.splitter
 
-    real = planner.chunks.chunks_from_bounds
+    real = mysql_cdc.chunks.chunks_from_bounds
 
     def chunks_from_bounds(table: Any, key_columns: Any, bounds: list[Any]) -> list[Any]:
         chunks = real(table, key_columns, bounds)
         if len(chunks) > 2 and isinstance(chunks[1].start[0], int):
             c = chunks[1]
-            chunks[1] = planner.chunks.Chunk(c.table, c.index, c.key_columns, (c.start[0] + 1,), c.end)
+            chunks[1] = mysql_cdc.chunks.Chunk(c.table, c.index, c.key_columns, (c.start[0] + 1,), c.end)
         return chunks
 
-    planner.chunks.chunks_from_bounds = chunks_from_bounds
-    for mod in (planner.splitter,):
+    mysql_cdc.chunks.chunks_from_bounds = chunks_from_bounds
+    for mod in (mysql_cdc.planner.splitter,):
         if hasattr(mod, "chunks_from_bounds"):
             mod.chunks_from_bounds = chunks_from_bounds  # type: ignore[attr-defined]
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mysql_cdc.options import ConnectionProfile, parse_options
-from planner.plan import plan_tables
-from planner.sql import chunk_where
+from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.sql import chunk_where
 from tests.servers import ServerProcess
 
 EXAMPLES = 300 if os.environ.get("MYSQL_CDC_HYPOTHESIS_PROFILE") == "long" else 25

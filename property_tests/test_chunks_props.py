@@ -9,7 +9,7 @@ from decimal import Decimal
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from planner.chunks import (
+from mysql_cdc.chunks import (
     TableId,
     chunk_id,
     chunks_from_bounds,

@@ -8,7 +8,8 @@ import ipaddress
 from hypothesis import given
 from hypothesis import strategies as st
 
-from udtf.convert import enum_members, inet6_text, text_decoder
+from mysql_cdc.types import text_decoder
+from mysql_cdc.udtf.convert import enum_members, inet6_text
 
 _ESCAPE = {"\\": "\\\\", "\x00": "\\0", "\n": "\\n", "\r": "\\r", "\x1a": "\\Z", "'": "''"}
 

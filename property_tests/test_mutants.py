@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from planner.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.offsets import BinlogOffset
+from mysql_cdc.udtf.correct import Row, RowChange
+from mysql_cdc.udtf.emit import EmitRule, SortKey
 from property_tests import test_chunks_props, test_correction_props, test_emit_props, test_offsets_props
-from state.offsets import BinlogOffset
-from udtf.correct import Row, RowChange
-from udtf.emit import EmitRule, SortKey
 
 
 def _fails(test: Callable[[], None]) -> None:

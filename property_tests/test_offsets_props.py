@@ -7,7 +7,7 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from state.offsets import BinlogOffset, GtidSet, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
+from mysql_cdc.offsets import BinlogOffset, GtidSet, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
 
 UUIDS = ["3e11fa47-71ca-11e1-9e33-c80aa9429562", "0b1a2c3d-0000-1111-2222-333344445555"]
 members = st.sets(st.tuples(st.sampled_from(UUIDS), st.integers(1, 40)), max_size=40)

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mysql_cdc.options import ConnectionProfile, parse_options
-from planner.plan import plan_tables
+from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.udtf.binlog import server_end
+from mysql_cdc.udtf.convert import inet6_text
 from tests.servers import ServerProcess
 from tests.test_values import read_by_every_path
-from udtf.binlog import server_end
-from udtf.convert import inet6_text
 
 UTC = dt.timezone.utc
 EXAMPLES = 200 if os.environ.get("MYSQL_CDC_HYPOTHESIS_PROFILE") == "long" else 20

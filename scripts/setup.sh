@@ -29,7 +29,8 @@ if [ ! -f "$stamp" ]; then
   deps=$(.venv/bin/python - <<'PY'
 import tomllib
 p = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["optional-dependencies"]["bench"]))
+x = p["optional-dependencies"]
+print("\n".join(p["dependencies"] + [d for k in ("spark", "fast", "test", "bench") for d in x[k]]))
 PY
 )
   mapfile -t reqs <<<"$deps"

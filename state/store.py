@@ -19,59 +19,39 @@ import contextlib
 import json
 import os
 import tempfile
-import time
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from mysql_cdc.chunks import Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.errors import StateError
-from planner.chunks import Chunk, TableId, chunk_id, decode_key, encode_key
-from state.offsets import BinlogOffset
 
 
-@dataclass(frozen=True)
-class ChunkRecord:
-    table: TableId
-    index: int
-    key_columns: tuple[str, ...]
-    start: str | None  # encoded key (planner.chunks.encode_key)
-    end: str | None
-    low: BinlogOffset
-    high: BinlogOffset
-    rows: int
-    finished_at: float
-
-    @property
-    def id(self) -> str:
-        return chunk_id(self.table, self.index)
-
-    def chunk(self) -> Chunk:
-        return Chunk(self.table, self.index, self.key_columns, decode_key(self.start), decode_key(self.end))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"database": self.table.database, "table": self.table.table, "index": self.index,
-                "key_columns": list(self.key_columns), "start": self.start, "end": self.end,
-                "low": self.low.to_dict(), "high": self.high.to_dict(), "rows": self.rows,
-                "finished_at": self.finished_at}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ChunkRecord:
-        try:
-            return cls(TableId(d["database"], d["table"]), int(d["index"]), tuple(d["key_columns"]), d["start"],
-                       d["end"], BinlogOffset.from_dict(d["low"]), BinlogOffset.from_dict(d["high"]),
-                       int(d["rows"]), float(d["finished_at"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise StateError(f"bad chunk record {d!r}: {e}") from e
-
-    @classmethod
-    def of(cls, chunk: Chunk, low: BinlogOffset, high: BinlogOffset, rows: int) -> ChunkRecord:
-        return cls(chunk.table, chunk.index, chunk.key_columns, encode_key(chunk.start), encode_key(chunk.end),
-                   low, high, rows, time.time())
+def _make_dirs(path: str) -> None:
+    """``os.makedirs`` with every created folder 0755 at most, whatever the umask (makedirs gives the parents
+    0777 & ~umask): nothing we write is world-writable."""
+    if not path or os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent != path:
+        _make_dirs(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o755)
 
 
 def _safe(part: str) -> str:
-    return urllib.parse.quote(part, safe="")
+    """One name part as a file-name part: percent-encoded, ``.`` included, so that ``<db>.<table>`` is an
+    injective encoding of the pair (tables `x.y`.z and x.`y.z` must not share a folder).
+
+    >>> _safe("x.y") + "." + _safe("z"), _safe("x") + "." + _safe("y.z"), _safe("orders")
+    ('x%2Ey.z', 'x.y%2Ez', 'orders')
+    """
+    return urllib.parse.quote(part, safe="").replace(".", "%2E")
+
+
+def table_file_name(table: TableId) -> str:
+    """The file-name form of a table: ``<db>.<table>``, each part encoded by :func:`_safe`."""
+    return f"{_safe(table.database)}.{_safe(table.table)}"
 
 
 class StateStore:
@@ -91,7 +71,7 @@ class StateStore:
                 raise StateError(f"cannot open state location {location!r}: {e}") from e
 
     def _chunk_dir(self, table: TableId) -> str:
-        return f"{self._root.rstrip('/')}/chunks/{_safe(table.database)}.{_safe(table.table)}"
+        return f"{self._root.rstrip('/')}/chunks/{table_file_name(table)}"
 
     def _path(self, *parts: str) -> str:
         return "/".join([self._root.rstrip("/"), *parts])
@@ -99,7 +79,7 @@ class StateStore:
     def _write(self, path: str, data: bytes, first_wins: bool) -> None:
         """Write atomically; with ``first_wins`` an existing file stays (atomic ``link`` on local paths)."""
         if self._local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _make_dirs(os.path.dirname(path))
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -156,7 +136,7 @@ class StateStore:
 
     def record_plan(self, table: TableId, chunks: Sequence[Chunk]) -> list[Chunk]:
         """Keep a table's chunk plan (first one wins, so a restarted stream reads the same chunks)."""
-        path = self._path("plans", f"{_safe(table.database)}.{_safe(table.table)}.json")
+        path = self._path("plans", f"{table_file_name(table)}.json")
         rows = [{"index": c.index, "key_columns": list(c.key_columns), "start": encode_key(c.start),
                  "end": encode_key(c.end)} for c in chunks]
         self._write(path, json.dumps({"chunks": rows}).encode(), first_wins=True)
@@ -165,7 +145,7 @@ class StateStore:
         return stored
 
     def plan(self, table: TableId) -> list[Chunk] | None:
-        d = self._read_json(self._path("plans", f"{_safe(table.database)}.{_safe(table.table)}.json"))
+        d = self._read_json(self._path("plans", f"{table_file_name(table)}.json"))
         if d is None:
             return None
         return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]))

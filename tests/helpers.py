@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from state.offsets import BinlogOffset, GtidSet
+from mysql_cdc.offsets import BinlogOffset, GtidSet
 
 
 def status_sql(conn: Any) -> str:
@@ -64,3 +70,28 @@ class Writer:
         cur.close()
         file, pos, gtids = binlog_end(self.conn)
         self.writes.append(Write(sql, params, file, pos, gtids))
+
+
+def build_wheel(out_dir: str | Path) -> Path:
+    """Build this project's wheel into ``out_dir`` from a copy of the checkout's tracked files (a build in
+    place leaves ``build/`` and ``*.egg-info`` in the checkout, and an egg-info on PYTHONPATH makes pip think the
+    package is installed already)."""
+    root = Path(__file__).resolve().parent.parent
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    with tempfile.TemporaryDirectory(prefix="mysql-cdc-src-") as src:
+        for rel in filter(None, files):
+            path = root / rel
+            if not os.path.lexists(path):
+                continue
+            dest = Path(src) / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink():
+                os.symlink(os.readlink(path), dest)
+            else:
+                shutil.copy2(path, dest)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out_dir), src],
+                       check=True, cwd=src, env=env, timeout=600)
+    (whl,) = Path(out_dir).glob("pyspark_mysql_cdc-*.whl")
+    return whl

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
+from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.connect import connect
 from mysql_cdc.errors import BinlogError, SchemaChangedError
+from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 from mysql_cdc.options import ConnectionProfile, parse_options
-from planner.chunks import Chunk, TableId
-from planner.connect import connect
-from planner.plan import plan_tables
-from state.offsets import BinlogOffset, binlog_file_key
-from state.store import ChunkRecord, StateStore
+from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.state.store import ChunkRecord, StateStore
+from mysql_cdc.udtf.binlog import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
+from mysql_cdc.udtf.convert import batch_to_rows
+from mysql_cdc.udtf.snapshot import Hooks, SnapshotReader
 from tests.helpers import Write, Writer, insert_rows
-from udtf.binlog import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
-from udtf.convert import batch_to_rows
-from udtf.snapshot import Hooks, SnapshotReader
 
 Image = tuple[str, int, int]  # op, id, v
 
@@ -275,7 +275,7 @@ def test_binlog_connection_killed_on_the_server_is_reopened_without_loss(
 
 def test_server_ids_all_taken_is_a_clear_error(profile: ConnectionProfile, db: str, root: Any, table: Model,
                                                tmp_path: Any) -> None:
-    from udtf.binlog_events import LOCK_PREFIX, claimed_server_id
+    from mysql_cdc.udtf.binlog_events import LOCK_PREFIX, claimed_server_id
 
     holder = connect(profile)
     cur = holder.cursor()

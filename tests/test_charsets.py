@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from mysql_cdc.types import _SINGLE_BYTE, TEXT_CHARSETS, text_decoder
 from tests.servers import ServerProcess
-from udtf.convert import _SINGLE_BYTE, TEXT_CHARSETS, text_decoder
 
 
 def test_every_byte_of_every_single_byte_charset_decodes_as_the_server_converts_it(server: ServerProcess) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from planner.chunks import TableId
-from udtf.binlog_events import ddl_tables
+from mysql_cdc.chunks import TableId
+from mysql_cdc.udtf.binlog_events import ddl_tables
 
 T, U = TableId("d", "t"), TableId("d", "u")
+G, H = TableId("d", "größe"), TableId("d", "表")
 
 
 @pytest.mark.parametrize(("statement", "default_db", "hit"), [
@@ -27,6 +28,11 @@ T, U = TableId("d", "t"), TableId("d", "u")
     ("INSERT INTO t VALUES (1, 2)", "d", []),
     ("ALTER TABLE `t``x` ADD c INT", "d", []),
     ("ALTER TABLE u ADD c INT, RENAME TO t", "d", [T, U]),
+    # unquoted names outside ASCII (they went undetected, and the stream died later with raw Arrow errors)
+    ("ALTER TABLE größe ADD c INT", "d", [G]),
+    ("alter table d.größe drop column v", "x", [G]),
+    ("ALTER TABLE größer ADD c INT", "d", []),
+    ("DROP TABLE 表", "d", [H]),
 ])
 def test_ddl_tables(statement: str, default_db: str, hit: list[TableId]) -> None:
-    assert ddl_tables(statement, default_db, {T, U}) == hit
+    assert ddl_tables(statement, default_db, {T, U, G, H}) == hit

@@ -8,8 +8,9 @@ import importlib
 
 import pytest
 
-MODULES = ["planner.sql", "planner.chunks", "udtf.binlog_events", "udtf.correct", "udtf.convert", "udtf.emit",
-           "udtf.snapshot", "state.offsets"]
+MODULES = ["mysql_cdc.sql", "mysql_cdc.chunks", "mysql_cdc.types", "mysql_cdc.offsets", "mysql_cdc.state.store",
+           "mysql_cdc.udtf.binlog_events",
+           "mysql_cdc.udtf.correct", "mysql_cdc.udtf.convert", "mysql_cdc.udtf.emit", "mysql_cdc.udtf.snapshot"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -34,7 +34,7 @@ def test_bad_options_are_one_clear_error(raw: dict[str, Any], message: str) -> N
 
 
 def test_sql_arguments_never_take_a_password() -> None:
-    from udtf.spark import _sql_options
+    from mysql_cdc.udtf.sql_functions import _sql_options
 
     with pytest.raises(ConfigError, match="forbidden.*'password'.*connection profile"):
         _sql_options({"source": "x", "password": "hunter2-secret"})
@@ -71,7 +71,7 @@ def test_public_face_and_pure_logic_load_no_spark_and_no_driver() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, mysql_cdc, planner.chunks, planner.sql, udtf.correct, udtf.convert, state.offsets; "
+    code = ("import sys, mysql_cdc, mysql_cdc.chunks, mysql_cdc.sql, udtf.correct, udtf.convert, mysql_cdc.offsets; "
             "print(sorted(m for m in ('pyspark', 'pymysql', 'MySQLdb', 'connectorx', 'pymysqlreplication') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

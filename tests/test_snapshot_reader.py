@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.options import ConnectionProfile, parse_options
-from planner.chunks import Chunk
-from planner.plan import plan_tables
+from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.udtf.convert import batch_to_rows
+from mysql_cdc.udtf.snapshot import ChunkRead, Hooks, SnapshotReader
 from tests.conftest import wait_until
 from tests.helpers import Writer, binlog_end, insert_rows
 from tests.servers import ServerInfo, ServerProcess
-from udtf.convert import batch_to_rows
-from udtf.snapshot import ChunkRead, Hooks, SnapshotReader
 
 
 def _setup_table(root: Any) -> dict[int, str]:
@@ -147,7 +147,7 @@ def test_held_transaction_is_never_claimed(server: ServerProcess, info: ServerIn
         assert still_held, "the transaction must stay held while the chunk is read (raise the semi-sync timeout)"
         _, _, gtids_after = binlog_end(root)
         if read.high.kind == "gtid":
-            from state.offsets import GtidSet
+            from mysql_cdc.offsets import GtidSet
 
             txn = GtidSet.parse(gtids_after).difference(GtidSet.parse(gtids_before))
             assert txn.count() == 1
@@ -229,7 +229,7 @@ def test_all_select_paths_give_the_same_values(info: ServerInfo, profile: Connec
     import datetime as dt
     from decimal import Decimal
 
-    from planner.connect import connect
+    from mysql_cdc.connect import connect
 
     cur = root.cursor()
     cur.execute("SET time_zone = '+00:00'")
@@ -273,7 +273,7 @@ def test_types_outside_the_arrow_path_agree_across_drivers(info: ServerInfo, pro
     """BIT, TIME and JSON take the mysqlclient path (or pymysql where mysqlclient is missing): same values."""
     import datetime as dt
 
-    from planner.connect import connect
+    from mysql_cdc.connect import connect
 
     root.cursor().execute("CREATE TABLE u (id INT PRIMARY KEY, b1 BIT(1), b12 BIT(12), tm TIME(6), j JSON)")
     insert_rows(root, "u", ["id", "b1", "b12", "tm", "j"],

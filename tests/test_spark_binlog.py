@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import mysql_cdc
+from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import ConnectionProfile
-from state.offsets import binlog_file_key
 from tests.helpers import binlog_end, insert_rows
 
 

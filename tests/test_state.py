@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from planner.chunks import Chunk, TableId
-from state.offsets import BinlogOffset
-from state.store import ChunkRecord, StateStore
+from mysql_cdc.chunks import Chunk, ChunkRecord, TableId
+from mysql_cdc.offsets import BinlogOffset
+from mysql_cdc.state.store import StateStore, table_file_name
 
 
 def _rec(index: int, pos: int) -> ChunkRecord:
@@ -36,3 +38,29 @@ def test_records_on_a_pyarrow_filesystem() -> None:
     store.record_chunk(_rec(3, 10))
     assert store.record_chunk(_rec(3, 20)).high.pos == 10
     assert [r.index for r in store.chunk_records(TableId("d", "t.x"))] == [3]
+
+
+def test_tables_whose_names_differ_only_in_where_the_dot_is_keep_their_own_records(tmp_path: Any) -> None:
+    """`x.y`.z and x.`y.z` both print as x.y.z once the backticks are gone: each keeps its own plan and
+    watermarks (they shared one folder, and one table's binlog read used the other's watermarks)."""
+    store = StateStore(str(tmp_path / "st"))
+    a, b = TableId("x.y", "z"), TableId("x", "y.z")
+    for i, t in enumerate((a, b)):
+        chunk = Chunk(t, 0, ("id",), None, None)
+        store.record_plan(t, [chunk])
+        store.record_chunk(ChunkRecord.of(chunk, BinlogOffset("binlog.000001", 4),
+                                          BinlogOffset("binlog.000001", 100 + i), rows=i))
+    assert [(r.table, r.high.pos) for r in store.chunk_records(a)] == [(a, 100)]
+    assert [(r.table, r.high.pos) for r in store.chunk_records(b)] == [(b, 101)]
+    assert store.plan(a) == [Chunk(a, 0, ("id",), None, None)]
+    assert store.plan(b) == [Chunk(b, 0, ("id",), None, None)]
+
+
+names = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12)
+
+
+@given(names, names, names, names)
+def test_table_file_names_are_injective(d1: str, t1: str, d2: str, t2: str) -> None:
+    a, b = TableId(d1, t1), TableId(d2, t2)
+    assert (table_file_name(a) == table_file_name(b)) == (a == b)
+    assert "/" not in table_file_name(a) and table_file_name(a) not in (".", "..")

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import ConnectionProfile
-from state.offsets import binlog_file_key
 from tests.conftest import ROOT, ConnectServer, _repo_env, wait_until
 from tests.helpers import insert_rows
 from tests.servers import ServerInfo
@@ -281,7 +281,7 @@ def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     from mysql_cdc.options import parse_options
-    from udtf.spark import MysqlCdcStreamReader
+    from mysql_cdc.udtf.stream_reader import MysqlCdcStreamReader
 
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
     root.cursor().execute("CREATE TABLE other (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")

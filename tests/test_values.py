@@ -19,12 +19,12 @@ import pytest
 
 from mysql_cdc.errors import ChunkKeyError, MysqlCdcError, ServerSettingError, UnsupportedTypeError
 from mysql_cdc.options import ConnectionProfile, parse_options
-from planner.plan import plan_tables
+from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom, server_end
+from mysql_cdc.udtf.convert import batch_to_rows
+from mysql_cdc.udtf.snapshot import SnapshotReader
 from tests.helpers import insert_rows
 from tests.servers import ServerProcess
-from udtf.binlog import BinlogPhase, ReadFrom, server_end
-from udtf.convert import batch_to_rows
-from udtf.snapshot import SnapshotReader
 
 UTC = dt.timezone.utc
 COLUMNS = [  # name, MySQL type
@@ -335,6 +335,10 @@ def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being
              ("SET GLOBAL binlog_row_metadata = 'MINIMAL'",
               table + " at .*without column metadata.*binlog_row_metadata=FULL",
               "SET GLOBAL binlog_row_metadata = 'FULL'")]
+    # a session logging statements: on MariaDB the change was dropped silently, on MySQL the read died raw
+    as_text = table + r"' at .*logged as an SQL statement.*binlog_format=ROW in every session"
+    cases += [("SET SESSION binlog_format = 'STATEMENT'", as_text, "SET SESSION binlog_format = 'ROW'"),
+              ("SET SESSION binlog_format = 'MIXED'", as_text, "SET SESSION binlog_format = 'ROW'")]
     if server.kind == "mysql":
         cases += [("SET SESSION binlog_row_value_options = 'PARTIAL_JSON'",
                    table + r" at .*partial JSON change of column\(s\) \['j'\].*new snapshot",
@@ -350,3 +354,8 @@ def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being
         finally:
             cur.execute(reset)
         assert read_after(f"UPDATE t SET s = 'c{n}'") == ["-U", "+U"]  # and the next change reads again
+    # The events written above cannot be read by anyone: keep them out of the files later tests read. (A MariaDB
+    # chunk read whose snapshot position follows a Binlog_checkpoint is corrected from the start of the file the
+    # checkpoint names, and an unreadable event anywhere in that file stops it.)
+    cur.execute("FLUSH BINARY LOGS")
+    cur.execute("FLUSH BINARY LOGS")

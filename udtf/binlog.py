@@ -4,7 +4,7 @@ Reads the binlog from the smallest high watermark of the captured tables' chunks
 up to an end, transaction by transaction, and applies the emit rule (:mod:`udtf.emit`) to each row image:
 an image reaches the output when the chunk holding its key did not already reflect it. The decision needs
 the key only while an event lies between a table's smallest and largest high watermark; after that every
-event of the table is emitted. Keys are compared as the server orders them (:mod:`planner.keyorder`).
+event of the table is emitted. Keys are compared as the server orders them (:mod:`mysql_cdc.keyorder`).
 
 An insert gives ``+I``, an update ``-U`` (before image) and ``+U`` (after image), a delete ``-D``. When a key
 moves between chunks the two images of one update are judged separately, so one of them may be left out:
@@ -20,19 +20,18 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from mysql_cdc.chunks import ChunkRecord, TableId
+from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import BinlogError, ConfigError, SchemaChangedError, StateError
+from mysql_cdc.keyorder import KeyOrder
+from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, is_mariadb_gtids
 from mysql_cdc.options import CdcOptions, ConnectionProfile
-from planner.chunks import TableId
-from planner.connect import ServerFacts, connect
-from planner.keyorder import KeyOrder
-from planner.schema import TableSchema
-from state.offsets import BinlogOffset, MariadbGtidPos, is_mariadb_gtids
-from state.store import ChunkRecord, StateStore
-from udtf.binlog_events import SchemaChange, Transaction, claimed_server_id, read_transactions
-from udtf.convert import binlog_row_converter
-from udtf.emit import EmitRule, SortKey
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.udtf.binlog_events import SchemaChange, Transaction, claimed_server_id, read_transactions
+from mysql_cdc.udtf.convert import binlog_row_converter
+from mysql_cdc.udtf.emit import EmitRule, SortKey
 
 
 @dataclass(frozen=True)
@@ -129,7 +128,7 @@ def parse_offset(text: str) -> ReadFrom:
     file, sep, pos = t.rpartition(":")
     if sep and file and pos.isdigit() and "-" not in pos and not file.count(":"):
         return ReadFrom(BinlogOffset(file, int(pos)))
-    from state.offsets import GtidSet
+    from mysql_cdc.offsets import GtidSet
 
     try:
         gs = GtidSet.parse(t)
@@ -172,8 +171,18 @@ def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOr
     return EmitRule(ranges, [r.high for r in records])
 
 
-def recorded_rules(store: StateStore, schemas: Mapping[TableId, TableSchema], conn_factory: Callable[[], Any]
+class RecordedChunks(Protocol):
+    """Where finished chunks are recorded (``mysql_cdc.state.store.StateStore`` is one): the reader needs only
+    this, so it does not depend on the state layer."""
+
+    location: str
+
+    def chunk_records(self, table: TableId) -> list[ChunkRecord]: ...
+
+
+def recorded_rules(store: RecordedChunks, schemas: Mapping[TableId, TableSchema], conn_factory: Callable[[], Any]
                    ) -> dict[TableId, EmitRule]:
+    """The emit rule of each table from its recorded chunks."""
     rules: dict[TableId, EmitRule] = {}
     conn = None
     try:
@@ -203,7 +212,7 @@ def rules_start(rules: Mapping[TableId, EmitRule]) -> ReadFrom:
     starts = [r.start for r in rules.values()]
     first = min(starts)
     if first.kind == "gtid":
-        from state.offsets import GtidSet
+        from mysql_cdc.offsets import GtidSet
 
         common = GtidSet.parse(starts[0].gtids)
         for s in starts[1:]:

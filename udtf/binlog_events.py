@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mysql_cdc.chunks import TableId
+from mysql_cdc.connect import connect
 from mysql_cdc.errors import BinlogError, ServerSettingError
+from mysql_cdc.offsets import BinlogOffset, GtidSet
 from mysql_cdc.options import ConnectionProfile
-from planner.chunks import TableId
-from planner.connect import connect
-from state.offsets import BinlogOffset, GtidSet
-from udtf.convert import JSON_NULL, MemberIndex
+from mysql_cdc.udtf.convert import JSON_NULL, MemberIndex
 
 LOCK_PREFIX = "mysql_cdc.server_id."
 ANONYMOUS_GTID_EVENT = 34
@@ -101,8 +101,34 @@ _DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|CREATE)\b",
 _CREATE_TABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*CREATE\s+(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
 
 
+_DML = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:WITH\b.*?\b)?(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+(?:DATA|XML))\b",
+                  re.IGNORECASE | re.DOTALL)
+
+
 def _unquote(identifier: str) -> str:
     return identifier[1:-1].replace("``", "`") if identifier.startswith("`") else identifier
+
+
+def mentioned_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
+    """Captured tables a statement names (conservatively: a mention of the name is enough).
+
+    >>> mentioned_tables("UPDATE `d`.t SET a = 1", "x", {TableId("d", "t"), TableId("d", "u")})
+    [TableId(database='d', table='t')]
+    >>> mentioned_tables("ALTER TABLE bestellungen_größe ADD c INT", "d", {TableId("d", "bestellungen_größe")})
+    [TableId(database='d', table='bestellungen_größe')]
+    """
+    # unquoted identifiers: ASCII letters, digits, $ and _, and any character U+0080 .. U+FFFF
+    ident = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
+    names: list[tuple[str | None, str]] = []  # (qualifier or None, name), lower case
+    for m in re.finditer(rf"({ident})(?:\s*\.\s*({ident}))?", statement):
+        parts = [_unquote(p).lower() for p in m.groups() if p is not None]
+        names.append((parts[0], parts[1]) if len(parts) == 2 else (None, parts[0]))
+    hit = []
+    for t in sorted(tables, key=str):
+        db, name = t.database.lower(), t.table.lower()
+        if any(n == name and (q == db if q is not None else db == (default_db or "").lower()) for q, n in names):
+            hit.append(t)
+    return hit
 
 
 def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
@@ -119,17 +145,24 @@ def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[Ta
     """
     if not _DDL.match(statement) or _CREATE_TABLE.match(statement):
         return []
-    ident = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
-    names: list[tuple[str | None, str]] = []  # (qualifier or None, name), lower case
-    for m in re.finditer(rf"({ident})(?:\s*\.\s*({ident}))?", statement):
-        parts = [_unquote(p).lower() for p in m.groups() if p is not None]
-        names.append((parts[0], parts[1]) if len(parts) == 2 else (None, parts[0]))
-    hit = []
-    for t in sorted(tables, key=str):
-        db, name = t.database.lower(), t.table.lower()
-        if any(n == name and (q == db if q is not None else db == (default_db or "").lower()) for q, n in names):
-            hit.append(t)
-    return hit
+    return mentioned_tables(statement, default_db, tables)
+
+
+def statement_dml_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
+    """Captured tables a data-changing statement logged as SQL text may change: a session that set
+    binlog_format to STATEMENT or MIXED logs its changes that way, without row images, so they cannot be
+    delivered (the read stops instead of skipping them).
+
+    >>> statement_dml_tables("insert into t values (1)", "d", {TableId("d", "t")})
+    [TableId(database='d', table='t')]
+    >>> statement_dml_tables("/* x */ DELETE FROM d.u WHERE id = 1", "z", {TableId("d", "t")})
+    []
+    >>> statement_dml_tables("ALTER TABLE t ADD c INT", "d", {TableId("d", "t")})
+    []
+    """
+    if not _DML.match(statement):
+        return []
+    return mentioned_tables(statement, default_db, tables)
 
 
 def _image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any]:
@@ -206,7 +239,7 @@ def _member_indexes(self: Any, length: int) -> list[list[MemberIndex]] | None:
 
 
 def _adapt_library() -> None:
-    """Three changes to python-mysql-replication's decoding (process-wide; this package is its only user in
+    """Four changes to python-mysql-replication's decoding (process-wide; this package is its only user in
     a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
 
     - strings (text and binary) come as their stored bytes: the library decodes text with the Python codec
@@ -219,6 +252,8 @@ def _adapt_library() -> None:
       ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
       reason, and the reasons are kept per event, not per row).
     """
+    from pymysqlreplication.event import QueryEvent
+    from pymysqlreplication.exceptions import StatusVariableMismatch
     from pymysqlreplication.packet import BinLogPacketWrapper
     from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
@@ -227,6 +262,28 @@ def _adapt_library() -> None:
     read_json = BinLogPacketWrapper.read_binary_json
     if getattr(read_json, "_mysql_cdc", False):
         return
+
+    # - a query event's status variables unknown to the library (MySQL 9.7 logs 0x12, the default utf8mb4
+    #   collation, with statement-format DML) made it raise; the block's length is in the post-header, so the
+    #   rest is skipped (only the schema and the statement are used here).
+    advance, read_var = QueryEvent._advance_to_payload, QueryEvent._read_status_vars_value_for_key
+
+    def advance_to_payload(self: Any, known: int) -> Any:
+        out = advance(self, known)
+        self._mysql_cdc_status_start = self.packet.read_bytes
+        return out
+
+    def read_status_var(self: Any, key: int) -> None:
+        try:
+            read_var(self, key)
+        except StatusVariableMismatch:
+            start = getattr(self, "_mysql_cdc_status_start", None)
+            if start is None:
+                raise
+            self.packet.advance(start + self.status_vars_length - self.packet.read_bytes)
+
+    QueryEvent._advance_to_payload = advance_to_payload
+    QueryEvent._read_status_vars_value_for_key = read_status_var
 
     def read_binary_json(self: Any, size: int, is_partial: bool) -> Any:
         value = read_json(self, size, is_partial)
@@ -347,6 +404,14 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 if q.upper() in ("BEGIN", "XA START") or q.upper().startswith("XA "):
                     continue
                 db = ev.schema.decode() if isinstance(ev.schema, bytes) else str(ev.schema or "")
+                as_text = statement_dml_tables(q, db, tables)
+                if as_text:
+                    raise ServerSettingError(
+                        f"a change to {str(as_text[0])!r} at {file}:{pos} was logged as an SQL statement, not as "
+                        "row images (the writing session set binlog_format to STATEMENT or MIXED), so the binlog "
+                        "does not hold the changed rows and they cannot be delivered; keep binlog_format=ROW in "
+                        "every session (revoke the privilege to change it: SYSTEM_VARIABLES_ADMIN / SUPER) and "
+                        "take a new snapshot of the table")
                 changed = ddl_tables(q, db, tables)
                 late = skip_before is None or int(ev.timestamp) >= skip_before
                 if changed and on_schema_change is not None and late:

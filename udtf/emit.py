@@ -11,7 +11,7 @@ Worked example (the seeds' table): chunks ``[1, 101)`` at position 1000, ``[101,
 at 1500. Reading from 800, a change of key 123 at position 1500 is emitted (1500 > 800); a change of key 50 at
 900 is not (the first chunk's rows already include it, 900 <= 1000).
 
->>> from state.offsets import BinlogOffset as O
+>>> from mysql_cdc.offsets import BinlogOffset as O
 >>> rule = EmitRule([(None, (101,)), ((101,), (201,)), ((201,), None)],
 ...                 [O("b.1", 1000), O("b.1", 800), O("b.1", 1500)])
 >>> rule.start.pos, rule.emit((123,), O("b.1", 1500)), rule.emit((50,), O("b.1", 900))
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mysql_cdc.errors import StateError
-from state.offsets import BinlogOffset, GtidSet
+from mysql_cdc.offsets import BinlogOffset, GtidSet
 
 SortKey = tuple[Any, ...]
 

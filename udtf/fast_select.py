@@ -1,7 +1,7 @@
 """The Arrow-native chunk SELECT (connectorx): rows arrive as Arrow columns without a Python object per value.
 
 connectorx takes no bound parameters, so chunk bounds are inlined as hex / numeric literals
-(:func:`planner.sql.sql_literal`); it opens its own connection, whose session is prepared by
+(:func:`mysql_cdc.sql.sql_literal`); it opens its own connection, whose session is prepared by
 ``pre_execution_query``. Errors never carry the connection URL (it holds the password).
 """
 
@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from mysql_cdc.chunks import Chunk, quote_ident
 from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.options import ConnectionProfile
-from planner.chunks import Chunk, quote_ident
-from planner.schema import TableSchema
-from planner.sql import chunk_where, inline_params
-from udtf.convert import fast_select_expr
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.sql import chunk_where, inline_params
+from mysql_cdc.udtf.convert import fast_select_expr
 
 
 class FastPathUnavailable(MysqlCdcError):

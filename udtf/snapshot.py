@@ -29,21 +29,21 @@ from typing import Any
 
 import pyarrow as pa
 
+from mysql_cdc.chunks import Chunk, quote_ident
+from mysql_cdc.connect import ServerFacts, connect_fast, streaming_cursor
 from mysql_cdc.errors import ConfigError, ServerSettingError
+from mysql_cdc.keyorder import KeyOrder
+from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
-from planner.chunks import Chunk, quote_ident
-from planner.connect import ServerFacts, connect_fast, streaming_cursor
-from planner.keyorder import KeyOrder
-from planner.schema import TableSchema
-from planner.sql import select_chunk_sql
-from state.offsets import BinlogOffset
-from udtf.binlog_events import (
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.sql import select_chunk_sql
+from mysql_cdc.udtf.binlog_events import (
     claimed_server_id,
     gtid_window_done,
     position_window_done,
     read_row_changes,
 )
-from udtf.convert import (
+from mysql_cdc.udtf.convert import (
     arrow_canonical,
     batch_to_rows,
     binlog_row_converter,
@@ -52,8 +52,8 @@ from udtf.convert import (
     table_arrow_schema,
     value_converter,
 )
-from udtf.correct import RowChange, correct_chunk
-from udtf.fast_select import FastPathUnavailable, fast_columns, fast_select
+from mysql_cdc.udtf.correct import RowChange, correct_chunk
+from mysql_cdc.udtf.fast_select import FastPathUnavailable, fast_columns, fast_select
 
 log = logging.getLogger("mysql_cdc")
 ARROW_BATCH_ROWS = 65536

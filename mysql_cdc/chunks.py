@@ -12,11 +12,13 @@ import base64
 import datetime as dt
 import json
 import re
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from mysql_cdc.errors import ConfigError
+from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.offsets import BinlogOffset
 
 Key = tuple[Any, ...]
 
@@ -259,3 +261,43 @@ def chunk_row(c: Chunk) -> tuple[Any, ...]:
     """One chunk as a chunk-table row (bounds JSON-encoded; ``None`` for an open end)."""
     return (c.table.database, c.table.table, c.id, c.index, list(c.key_columns), encode_key(c.start),
             encode_key(c.end))
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    table: TableId
+    index: int
+    key_columns: tuple[str, ...]
+    start: str | None  # encoded key (mysql_cdc.chunks.encode_key)
+    end: str | None
+    low: BinlogOffset
+    high: BinlogOffset
+    rows: int
+    finished_at: float
+
+    @property
+    def id(self) -> str:
+        return chunk_id(self.table, self.index)
+
+    def chunk(self) -> Chunk:
+        return Chunk(self.table, self.index, self.key_columns, decode_key(self.start), decode_key(self.end))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"database": self.table.database, "table": self.table.table, "index": self.index,
+                "key_columns": list(self.key_columns), "start": self.start, "end": self.end,
+                "low": self.low.to_dict(), "high": self.high.to_dict(), "rows": self.rows,
+                "finished_at": self.finished_at}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChunkRecord:
+        try:
+            return cls(TableId(d["database"], d["table"]), int(d["index"]), tuple(d["key_columns"]), d["start"],
+                       d["end"], BinlogOffset.from_dict(d["low"]), BinlogOffset.from_dict(d["high"]),
+                       int(d["rows"]), float(d["finished_at"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise StateError(f"bad chunk record {d!r}: {e}") from e
+
+    @classmethod
+    def of(cls, chunk: Chunk, low: BinlogOffset, high: BinlogOffset, rows: int) -> ChunkRecord:
+        return cls(chunk.table, chunk.index, chunk.key_columns, encode_key(chunk.start), encode_key(chunk.end),
+                   low, high, rows, time.time())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.chunks import TableId
+from mysql_cdc.chunks import TableId
 
 
 @dataclass(frozen=True)

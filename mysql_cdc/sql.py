@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from planner.chunks import Chunk, Key, quote_ident
+from mysql_cdc.chunks import Chunk, Key, quote_ident
 
 
 def key_compare(cols: Sequence[str], key: Key, op: str) -> tuple[str, list[Any]]:

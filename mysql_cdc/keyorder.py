@@ -12,10 +12,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from mysql_cdc.chunks import Key
 from mysql_cdc.errors import ChunkKeyError
-from planner.chunks import Key
-from planner.schema import ColumnInfo, TableSchema
-from udtf.convert import MARIADB_TEXT, TEXT_CHARSETS
+from mysql_cdc.schema import ColumnInfo, TableSchema
+from mysql_cdc.types import MARIADB_TEXT, TEXT_CHARSETS
 
 _BATCH = 200
 

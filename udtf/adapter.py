@@ -1,0 +1,185 @@
+"""What the Spark surfaces share: the output schema and its metadata columns, chunk rows, the Arrow hand-off
+of chunks and changes, one table's binlog phase, and recording a finished chunk. Each surface has its own thin
+file over this: :mod:`.sql_functions` (the SQL table functions), :mod:`.batch_source` (``spark.read``) and
+:mod:`.stream_reader` (``spark.readStream``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DayTimeIntervalType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, TableId, decode_key
+from mysql_cdc.connect import ServerFacts, connect
+from mysql_cdc.errors import ConfigError, TableError
+from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.state.store import ChunkRecord, StateStore
+from mysql_cdc.types import spark_type
+from mysql_cdc.udtf.binlog import (
+    BinlogPhase,
+    Change,
+    ReadFrom,
+    read_from,
+    recorded_rules,
+)
+from mysql_cdc.udtf.convert import table_arrow_schema
+from mysql_cdc.udtf.snapshot import ChunkRead, SnapshotReader
+
+CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
+# Metadata columns of every output row: the op (r for snapshot rows, +I, -U, +U, -D for changes), where it
+# comes from, and where it is in the binlog (a snapshot row: its chunk's high watermark). Changes apply in the
+# order (__file by numeric suffix, __pos, __row).
+META_COLUMNS = (("__op", "STRING"), ("__database", "STRING"), ("__table", "STRING"), ("__chunk_id", "STRING"),
+                ("__position", "STRING"), ("__file", "STRING"), ("__pos", "BIGINT"), ("__row", "INT"),
+                ("__gtid", "STRING"), ("__commit_ts", "TIMESTAMP"))
+_META_NULLABLE = {"__chunk_id", "__position", "__file", "__pos", "__row", "__gtid", "__commit_ts"}
+_META_ARROW = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "TIMESTAMP": pa.timestamp("us", "UTC")}
+# Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
+SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS if o.key not in ("host", "port", "user", "password", "partitions"))
+
+
+_SIMPLE: dict[str, DataType] = {
+    "TINYINT": ByteType(), "SMALLINT": ShortType(), "INT": IntegerType(), "BIGINT": LongType(),
+    "FLOAT": FloatType(), "DOUBLE": DoubleType(), "BOOLEAN": BooleanType(), "STRING": StringType(),
+    "BINARY": BinaryType(), "DATE": DateType(), "TIMESTAMP": TimestampType(), "TIMESTAMP_NTZ": TimestampNTZType(),
+    "INTERVAL DAY TO SECOND": DayTimeIntervalType(DayTimeIntervalType.DAY, DayTimeIntervalType.SECOND),
+}
+
+
+def spark_data_type(ddl: str) -> DataType:
+    """The pyspark type object for a type name of :mod:`udtf.convert` (no session needed, unlike fromDDL)."""
+    if ddl.startswith("DECIMAL("):
+        p, s = ddl[8:-1].split(",")
+        return DecimalType(int(p), int(s))
+    return _SIMPLE[ddl]
+
+
+def output_schema(schema: TableSchema, opts: CdcOptions) -> StructType:
+    """The snapshot output: the table's columns typed for Spark, then the metadata columns."""
+    names = {c.name for c in schema.columns}
+    clash = [m for m, _ in META_COLUMNS if m in names]
+    if clash:
+        raise TableError(f"table {str(schema.table)!r} has columns named like the metadata columns {clash!r}; "
+                         "rename them or read through a view")
+    fields = [StructField(c.name, spark_data_type(spark_type(c, opts.tinyint1_as_boolean)), c.nullable)
+              for c in schema.columns]
+    fields += [StructField(m, spark_data_type(t), m in _META_NULLABLE) for m, t in META_COLUMNS]
+    return StructType(fields)
+
+
+def chunk_from_row(row: Any) -> Chunk:
+    return Chunk(TableId(row["database"], row["table_name"]), int(row["chunk_index"]), tuple(row["key_columns"]),
+                 decode_key(row["chunk_start"]), decode_key(row["chunk_end"]))
+
+
+def position_text(read: ChunkRead) -> str:
+    return json.dumps(read.high.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def meta_values(read: ChunkRead) -> tuple[Any, ...]:
+    """The metadata columns' values for every row of a chunk (see :data:`META_COLUMNS`)."""
+    c = read.chunk
+    return ("r", c.table.database, c.table.table, c.id, position_text(read), read.high.file, read.high.pos, 0,
+            None, None)
+
+
+def change_meta(ch: Change) -> tuple[Any, ...]:
+    """The metadata columns' values of a change row."""
+    pos: dict[str, Any] = {"file": ch.file, "pos": ch.pos}
+    if ch.gtid:
+        pos["gtid"] = ch.gtid
+    return (ch.op, ch.table.database, ch.table.table, None, json.dumps(pos, separators=(",", ":")), ch.file,
+            ch.pos, ch.row, ch.gtid, ch.commit_time())
+
+
+def record(opts: CdcOptions, read: ChunkRead) -> None:
+    if opts.state_dir:
+        StateStore(opts.state_dir).record_chunk(ChunkRecord.of(read.chunk, read.low, read.high, read.rows))
+
+
+@dataclass(frozen=True)
+class ChunkPartition(InputPartition):
+    """One Spark partition: one chunk, or several read one after another (each exact at its own watermark)."""
+
+    chunks: tuple[Chunk, ...]
+
+
+def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema) -> pa.RecordBatch:
+    """The chunk's rows plus the metadata columns (constant per chunk)."""
+    n = batch.num_rows
+    meta = [pa.repeat(pa.scalar(v, _META_ARROW[t]), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
+    return pa.RecordBatch.from_arrays([*batch.columns, *meta], schema=out_schema)
+
+
+def arrow_schema_of(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
+    fields = list(table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
+    fields += [pa.field(m, _META_ARROW[t], m in _META_NULLABLE) for m, t in META_COLUMNS]
+    return pa.schema(fields)
+
+
+def changes_to_batches(changes: Iterator[Change], schema: TableSchema, opts: CdcOptions, out_schema: pa.Schema,
+                       size: int) -> Iterator[pa.RecordBatch]:
+    """Change rows as record batches of the output schema, ``size`` rows at a time."""
+    buf: list[tuple[Any, ...]] = []
+
+    def flush() -> pa.RecordBatch:
+        cols = [list(c) for c in zip(*buf)]
+        arrays = [pa.array(col, type=out_schema.field(i).type) for i, col in enumerate(cols)]
+        return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+    for ch in changes:
+        buf.append((*ch.values, *change_meta(ch)))
+        if len(buf) >= size:
+            yield flush()
+            buf = []
+    if buf:
+        yield flush()
+
+
+def read_chunks(reader: SnapshotReader, chunks: tuple[Chunk, ...], opts: CdcOptions, out_schema: pa.Schema
+                ) -> Iterator[pa.RecordBatch]:
+    """Read chunks one after another, each exact at its own watermark; record each after its rows were handed
+    on (contract C5)."""
+    for chunk in chunks:
+        read = reader.read(chunk)
+        for batch in read.batches:
+            yield with_metadata(read, batch, out_schema)
+        record(opts, read)
+
+
+def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schema: TableSchema, opts: CdcOptions
+                 ) -> tuple[BinlogPhase, ReadFrom]:
+    """The reader of one table's changes and where it starts, under ``opts.startup``."""
+    rules = None
+    if opts.startup == "initial":
+        if not opts.state_dir:
+            raise ConfigError("startup 'initial' reads after the recorded snapshot: set state_dir to where the "
+                              "snapshot recorded its chunks, or choose startup latest/earliest/offset/timestamp")
+        rules = recorded_rules(StateStore(opts.state_dir), {schema.table: schema}, lambda: connect(profile))
+    start = read_from(profile, facts, opts, rules)
+    return BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: (rules or {}).get(schema.table)}
+                       ), start

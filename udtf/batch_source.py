@@ -1,0 +1,78 @@
+"""The ``mysql_cdc`` Python data source: ``spark.read.format("mysql_cdc")`` (the chunks of a table read in
+parallel, each exact at its own high watermark) and the entry of ``spark.readStream.format("mysql_cdc")``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import ClassVar
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import (
+    StructType,
+)
+
+from mysql_cdc.errors import ConfigError
+from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
+from mysql_cdc.planner.plan import describe_table, plan_tables
+from mysql_cdc.udtf.adapter import (
+    ChunkPartition,
+    arrow_schema_of,
+    output_schema,
+    read_chunks,
+)
+from mysql_cdc.udtf.snapshot import SnapshotReader
+from mysql_cdc.udtf.stream_reader import MysqlCdcStreamReader
+
+
+class MysqlCdcReader(DataSourceReader):
+    def __init__(self, profile: ConnectionProfile, opts: CdcOptions) -> None:
+        self.profile = profile
+        self.opts = opts
+        assert opts.table is not None
+        self.facts, plans = plan_tables(profile, opts, [opts.table])
+        self.schema = plans[0].schema
+        self.chunks = plans[0].chunks
+
+    def partitions(self) -> list[InputPartition]:
+        n = self.opts.partitions or len(self.chunks)
+        groups = [self.chunks[i::n] for i in range(min(n, len(self.chunks)))]
+        return [ChunkPartition(tuple(g)) for g in groups]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChunkPartition)
+        reader = SnapshotReader(self.profile, self.schema, self.facts, self.opts)
+        out_schema = arrow_schema_of(self.schema, self.opts)
+        yield from read_chunks(reader, partition.chunks, self.opts, out_schema)
+
+
+def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
+    class MysqlCdcDataSource(DataSource):
+        """``spark.read.format("mysql_cdc").option("source", ...).option("table", "db.table").load()``"""
+
+        _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
+
+        @classmethod
+        def name(cls) -> str:
+            return "mysql_cdc"
+
+        def _opts(self) -> tuple[ConnectionProfile, CdcOptions]:
+            opts = parse_options(dict(self.options))
+            if not opts.table:
+                raise ConfigError("the mysql_cdc data source needs .option('table', 'db.table')")
+            return resolve_profile(opts, self._profiles), opts
+
+        def schema(self) -> StructType:
+            profile, opts = self._opts()
+            _, schema = describe_table(profile, opts, opts.table or "")
+            return output_schema(schema, opts)
+
+        def reader(self, schema: StructType) -> DataSourceReader:
+            profile, opts = self._opts()
+            return MysqlCdcReader(profile, opts)
+
+        def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+            profile, opts = self._opts()
+            return MysqlCdcStreamReader(profile, opts)
+
+    return MysqlCdcDataSource

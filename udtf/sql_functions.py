@@ -1,0 +1,154 @@
+"""The SQL table functions ``mysql_cdc_chunks``, ``mysql_cdc_snapshot`` and ``mysql_cdc_binlog``.
+
+They are built inside :func:`build_*` so that each registration carries its connection profiles (by value, in
+the pickled class) and so that a Spark Connect session gets objects made for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
+
+from mysql_cdc.chunks import chunk_row
+from mysql_cdc.connect import ServerFacts
+from mysql_cdc.errors import ConfigError
+from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
+from mysql_cdc.planner.plan import describe_table, plan_tables
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.udtf.adapter import (
+    SQL_OPTION_KEYS,
+    binlog_phase,
+    change_meta,
+    chunk_from_row,
+    meta_values,
+    output_schema,
+    record,
+)
+from mysql_cdc.udtf.binlog import (
+    parse_end,
+)
+from mysql_cdc.udtf.convert import batch_to_rows
+from mysql_cdc.udtf.snapshot import SnapshotReader
+
+
+def _sql_options(kwargs: Mapping[str, Any]) -> CdcOptions:
+    bad = [k for k in kwargs if k.lower() not in SQL_OPTION_KEYS]
+    if bad:
+        raise ConfigError(f"unknown or forbidden argument(s) {bad!r}; SQL arguments are "
+                          f"{', '.join(SQL_OPTION_KEYS)} (credentials come from a connection profile)")
+    return parse_options(kwargs)
+
+
+def _value(arg: Any) -> Any:
+    return arg.value if isinstance(arg, AnalyzeArgument) else arg
+
+
+def build_chunks_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
+    class MysqlCdcChunks:
+        """``mysql_cdc_chunks(source => ..., tables => ..., chunk_size => ...)``: one row per chunk."""
+
+        _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
+
+        def eval(self, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
+            opts = _sql_options(kwargs)
+            _, plans = plan_tables(resolve_profile(opts, self._profiles), opts)
+            for p in plans:
+                for c in p.chunks:
+                    yield chunk_row(c)
+
+    return MysqlCdcChunks
+
+
+@dataclass
+class SnapshotAnalyzeResult(AnalyzeResult):
+    table_schema: TableSchema | None = None
+    facts: ServerFacts | None = None
+    options: CdcOptions | None = None
+
+
+def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
+    class MysqlCdcSnapshot:
+        """``mysql_cdc_snapshot(TABLE(chunks), source => ..., table => ...)``: each chunk's rows as of its high
+        watermark, typed like the MySQL table, plus ``__op``, ``__database``, ``__table``, ``__chunk_id`` and
+        ``__position`` (the chunk's high watermark as JSON). Chunks are read in the partitions of the TABLE
+        argument (spread them with ``/*+ REPARTITION(n) */``)."""
+
+        _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
+
+        def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
+            assert analyze_result.table_schema is not None and analyze_result.options is not None
+            self.schema = analyze_result.table_schema
+            self.facts = analyze_result.facts
+            self.opts = analyze_result.options
+            self.reader: SnapshotReader | None = None
+
+        @staticmethod
+        def analyze(chunks: AnalyzeArgument, **kwargs: AnalyzeArgument) -> AnalyzeResult:
+            if not chunks.isTable:
+                raise ConfigError("the first argument of mysql_cdc_snapshot must be TABLE(<chunk table>), e.g. "
+                                  "TABLE(SELECT * FROM mysql_cdc_chunks(...))")
+            opts = _sql_options({k: _value(v) for k, v in kwargs.items()})
+            if not opts.table:
+                raise ConfigError("mysql_cdc_snapshot needs table => 'db.table' (the table its chunks belong to)")
+            profile = resolve_profile(opts, MysqlCdcSnapshot._profiles)
+            facts, schema = describe_table(profile, opts, opts.table)
+            # No partitioning requirement: each chunk row is read on its own, in the input's partitions. A
+            # required PARTITION BY would add a shuffle of a few bytes that adaptive execution coalesces into
+            # one task; `SELECT /*+ REPARTITION(n) */ ...` in the TABLE argument spreads the chunks instead.
+            return SnapshotAnalyzeResult(schema=output_schema(schema, opts), table_schema=schema, facts=facts,
+                                         options=opts)
+
+        def eval(self, chunks: Any, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
+            chunk = chunk_from_row(chunks)
+            if chunk.table != self.schema.table:
+                raise ConfigError(f"chunk {chunk.id!r} belongs to {str(chunk.table)!r}, but this call reads "
+                                  f"table => {str(self.schema.table)!r}; filter the chunk table by table_name")
+            if self.reader is None:
+                assert self.facts is not None
+                self.reader = SnapshotReader(resolve_profile(self.opts, self._profiles), self.schema, self.facts,
+                                             self.opts)
+            read = self.reader.read(chunk)
+            meta = meta_values(read)
+            for batch in read.batches:
+                for row in batch_to_rows(batch):
+                    yield (*row, *meta)
+            record(self.opts, read)
+
+    return MysqlCdcSnapshot
+
+
+def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
+    class MysqlCdcBinlog:
+        """``mysql_cdc_binlog(source => ..., table => ..., state_dir => ...)``: change rows of one table after
+        its recorded snapshot (or from ``startup``), up to ``end`` (default: the binlog end when the read
+        starts), typed like the snapshot, with the metadata columns."""
+
+        _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
+
+        def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
+            assert analyze_result.table_schema is not None and analyze_result.options is not None
+            self.schema = analyze_result.table_schema
+            self.facts = analyze_result.facts
+            self.opts = analyze_result.options
+
+        @staticmethod
+        def analyze(**kwargs: AnalyzeArgument) -> AnalyzeResult:
+            opts = _sql_options({k: _value(v) for k, v in kwargs.items()})
+            if not opts.table:
+                raise ConfigError("mysql_cdc_binlog needs table => 'db.table'")
+            profile = resolve_profile(opts, MysqlCdcBinlog._profiles)
+            facts, schema = describe_table(profile, opts, opts.table)
+            return SnapshotAnalyzeResult(schema=output_schema(schema, opts), table_schema=schema, facts=facts,
+                                         options=opts)
+
+        def eval(self, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
+            assert self.facts is not None
+            profile = resolve_profile(self.opts, self._profiles)
+            phase, start = binlog_phase(profile, self.facts, self.schema, self.opts)
+            end = parse_end(self.opts.end, profile, self.facts)
+            for ch in phase.changes(start, end):
+                yield (*ch.values, *change_meta(ch))
+
+    return MysqlCdcBinlog
