@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from mysql_cdc.errors import ConfigError, MysqlCdcError
+from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 
 
 def _opts(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
@@ -114,7 +114,15 @@ def cmd_status(ns: argparse.Namespace) -> int:
     from mysql_cdc.chunks import TableId
     from mysql_cdc.state.store import StateStore
 
-    recs = StateStore(ns.state_dir).chunk_records(TableId.parse(ns.table))
+    store, table = StateStore(ns.state_dir), TableId.parse(ns.table)
+    if not store.exists():
+        raise StateError(f"state directory {ns.state_dir!r} does not exist: give the --state-dir the snapshot or "
+                         "stream recorded into")
+    recs = store.chunk_records(table)
+    if not recs and store.plan(table) is None:
+        known = ", ".join(map(str, store.recorded_tables())) or "none"
+        raise StateError(f"nothing is recorded for table {ns.table!r} under {ns.state_dir!r}; tables recorded "
+                         f"there: {known}")
     print(f"{ns.table}: {len(recs)} chunks recorded, {sum(r.rows for r in recs)} rows")
     for r in recs:
         print(f"  {r.id}\trows={r.rows}\thigh={r.high.to_dict()}")

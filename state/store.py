@@ -54,6 +54,18 @@ def table_file_name(table: TableId) -> str:
     return f"{_safe(table.database)}.{_safe(table.table)}"
 
 
+def table_of_file_name(name: str) -> TableId | None:
+    """The table a :func:`table_file_name` names (``None`` for another name).
+
+    >>> table_of_file_name(table_file_name(TableId("x.y", "z/é"))), table_of_file_name("notes")
+    (TableId(database='x.y', table='z/é'), None)
+    """
+    db, sep, table = name.partition(".")
+    if not sep or "." in table:
+        return None
+    return TableId(urllib.parse.unquote(db), urllib.parse.unquote(table))
+
+
 class StateStore:
     def __init__(self, location: str) -> None:
         self.location = location
@@ -163,6 +175,26 @@ class StateStore:
     def _read(self, path: str) -> ChunkRecord | None:
         d = self._read_json(path)
         return None if d is None else ChunkRecord.from_dict(d)
+
+    def _list(self, folder: str) -> list[str] | None:
+        """Names in a folder of the state location (``None``: the folder does not exist)."""
+        path = self._path(folder) if folder else self._root.rstrip("/")
+        if self._local:
+            return sorted(os.listdir(path)) if os.path.isdir(path) else None
+        assert self._fs is not None
+        import pyarrow.fs as pafs
+
+        if self._fs.get_file_info(path).type != pafs.FileType.Directory:
+            return None
+        return sorted(os.path.basename(i.path) for i in self._fs.get_file_info(pafs.FileSelector(path)))
+
+    def exists(self) -> bool:
+        return self._list("") is not None
+
+    def recorded_tables(self) -> list[TableId]:
+        """Tables with a chunk plan or chunk records here."""
+        names = [n[:-5] for n in self._list("plans") or [] if n.endswith(".json")] + list(self._list("chunks") or [])
+        return sorted({t for t in map(table_of_file_name, names) if t is not None}, key=str)
 
     def chunk_records(self, table: TableId) -> list[ChunkRecord]:
         """Every recorded chunk of the table, by index."""

@@ -378,5 +378,14 @@ def test_cli_plan_and_status(info: ServerInfo, profile: ConnectionProfile, db: s
                                                   10))
     assert main(["status", "--state-dir", state, "--table", f"{db}.t"]) == 0
     assert "1 chunks recorded, 10 rows" in capsys.readouterr().out
+    # a misspelled table or state directory is an error, not "0 chunks recorded" with exit status 0
+    assert main(["status", "--state-dir", state, "--table", f"{db}.tt"]) == 2
+    err = capsys.readouterr().err
+    assert f"nothing is recorded for table '{db}.tt'" in err and f"tables recorded there: {db}.t" in err
+    assert main(["status", "--state-dir", state + "x", "--table", f"{db}.t"]) == 2
+    assert f"state directory '{state}x' does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as version:
+        main(["--version"])
+    assert version.value.code == 0 and "mysql-cdc 0.1.0" in capsys.readouterr().out
     assert main(["plan", "--source", "nowhere", "--tables", "x"]) == 2
     assert "unknown connection profile 'nowhere'" in capsys.readouterr().err

@@ -103,3 +103,15 @@ def test_binlog_function_startup_modes_and_end(spark: Any, profile: ConnectionPr
     assert {("+I", 3), ("-D", 1)} <= {(r["__op"], r["id"]) for r in timed}
     with pytest.raises(Exception, match="startup_offset"):
         _binlog(spark, db, startup="offset")
+    # Flink's milliseconds, with their unit; without it a clear error (it was an empty result)
+    timed_ms = _binlog(spark, db, startup="timestamp", startup_timestamp=f"{now * 1000}ms")
+    assert {(r["__op"], r["id"]) for r in timed_ms} == {(r["__op"], r["id"]) for r in timed}
+    with pytest.raises(Exception, match=r"not a time in seconds.*for milliseconds write '\d+ms'"):
+        _binlog(spark, db, startup="timestamp", startup_timestamp=str(now * 1000))
+    # a file the server does not have, a position past its end: one clear error each (they were empty results)
+    with pytest.raises(Exception, match=r"binlog file 'nosuch\.000001', which does not exist \(the server has "):
+        _binlog(spark, db, startup="offset", startup_offset="nosuch.000001:4")
+    with pytest.raises(Exception, match=rf"position 999999999 is outside '{re.escape(file)}'"):
+        _binlog(spark, db, startup="offset", startup_offset=f"{file}:999999999")
+    with pytest.raises(Exception, match=r"bad end 'soon'; expected 'latest' or 'file:pos'"):
+        _binlog(spark, db, startup="latest", end="soon")

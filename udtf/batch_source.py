@@ -46,6 +46,11 @@ class MysqlCdcReader(DataSourceReader):
         yield from read_chunks(reader, partition.chunks, self.opts, out_schema)
 
 
+# options a batch read (the snapshot) would ignore: refused instead
+STREAM_ONLY_OPTIONS = ("startup", "startup_offset", "startup_timestamp", "end", "max_chunks_per_batch",
+                       "max_rows_per_batch")
+
+
 def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
     class MysqlCdcDataSource(DataSource):
         """``spark.read.format("mysql_cdc").option("source", ...).option("table", "db.table").load()``"""
@@ -69,6 +74,11 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
 
         def reader(self, schema: StructType) -> DataSourceReader:
             profile, opts = self._opts()
+            ignored = sorted({k.lower() for k in self.options} & set(STREAM_ONLY_OPTIONS))
+            if ignored:
+                raise ConfigError(f"option(s) {', '.join(ignored)} do nothing in a batch read, which reads the "
+                                  "snapshot: for changes use spark.readStream.format('mysql_cdc') or the SQL "
+                                  "function mysql_cdc_binlog(...), or drop the option(s)")
             return MysqlCdcReader(profile, opts)
 
         def streamReader(self, schema: StructType) -> DataSourceStreamReader:

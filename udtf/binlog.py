@@ -140,20 +140,66 @@ def parse_offset(text: str) -> ReadFrom:
                       "or a MariaDB GTID position ('0-1-100')")
 
 
+# epoch seconds beyond this (the year 5138) are taken for milliseconds written without their unit
+_MAX_EPOCH_SECONDS = 10**11
+
+
 def parse_timestamp(text: str) -> int:
+    """A startup timestamp as epoch seconds: seconds, milliseconds with their unit (Flink's
+    ``scan.startup.timestamp-millis``), or ISO-8601 (UTC unless it says otherwise).
+
+    >>> parse_timestamp("1700000000"), parse_timestamp("1700000000123ms"), parse_timestamp("2023-11-14T22:13:20Z")
+    (1700000000, 1700000000, 1700000000)
+    """
     t = text.strip()
+    unit = 1
+    if t.lower().endswith("ms"):
+        t, unit = t[:-2].strip(), 1000
+    elif t.lower().endswith("s") and t[:-1].strip().replace(".", "", 1).isdigit():
+        t = t[:-1].strip()
     try:
-        return int(float(t))
+        seconds = float(t) / unit
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None:
+        if unit == 1 and seconds >= _MAX_EPOCH_SECONDS:
+            raise ConfigError(f"startup_timestamp {text!r} is not a time in seconds (it would be after the year "
+                              f"5000): for milliseconds write {t + 'ms'!r}")
+        return int(seconds)
+    if unit != 1:
+        raise ConfigError(f"bad startup_timestamp {text!r}; milliseconds are a number followed by 'ms'")
     try:
-        d = dt.datetime.fromisoformat(t)
+        d = dt.datetime.fromisoformat(t.replace("Z", "+00:00") if t.endswith("Z") else t)
     except ValueError:
-        raise ConfigError(f"bad startup_timestamp {text!r}; expected seconds since the epoch or ISO-8601 "
-                          "such as '2026-11-22T10:00:00+00:00'") from None
+        raise ConfigError(f"bad startup_timestamp {text!r}; expected seconds since the epoch, milliseconds "
+                          "with 'ms' ('1700000000000ms') or ISO-8601 such as '2026-11-22T10:00:00+00:00'") from None
     if d.tzinfo is None:
         d = d.replace(tzinfo=dt.timezone.utc)
     return int(d.timestamp())
+
+
+def check_offset_exists(profile: ConnectionProfile, offset: BinlogOffset) -> None:
+    """A startup offset names a binlog file the server has, at a position inside it (else one clear error,
+    instead of an empty result)."""
+    conn = connect(profile)
+    try:
+        cur = conn.cursor()
+        cur.execute("SHOW BINARY LOGS")
+        files = {str(r[0]): int(r[1]) for r in cur.fetchall()}
+        cur.close()
+    finally:
+        conn.close()
+    names = sorted(files, key=lambda f: BinlogOffset(f, 0).position_key())
+    have = f"the server has {names[0]} .. {names[-1]}" if names else "the server lists no binary logs"
+    if offset.file not in files:
+        key = BinlogOffset(offset.file, 0).position_key()
+        purged = bool(names) and key < BinlogOffset(names[0], 0).position_key()
+        why = "was purged" if purged else "does not exist"
+        raise ConfigError(f"startup_offset names binlog file {offset.file!r}, which {why} ({have}); give a file "
+                          "and position from SHOW BINARY LOGS / SHOW BINLOG EVENTS, or start from 'earliest'")
+    if offset.pos < 4 or offset.pos > files[offset.file]:
+        raise ConfigError(f"startup_offset position {offset.pos} is outside {offset.file!r}, which is "
+                          f"{files[offset.file]} bytes long; give the end position of an event (SHOW BINLOG EVENTS)")
 
 
 def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOrder, conn: Any | None) -> EmitRule:
@@ -341,7 +387,10 @@ def read_from(profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,
     if mode == "earliest":
         return ReadFrom(earliest(profile))
     if mode == "offset":
-        return parse_offset(opts.startup_offset or "")
+        rf = parse_offset(opts.startup_offset or "")
+        if not rf.auto_position:
+            check_offset_exists(profile, rf.offset)
+        return rf
     if mode == "timestamp":
         return ReadFrom(earliest(profile), skip_before=parse_timestamp(opts.startup_timestamp or ""))
     raise ConfigError(f"startup {mode!r} reads no binlog; use initial, latest, earliest, offset or timestamp")
@@ -350,7 +399,10 @@ def read_from(profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,
 def parse_end(text: str, profile: ConnectionProfile, facts: ServerFacts) -> BinlogOffset:
     if text.strip().lower() == "latest":
         return server_end(profile, facts)
-    rf = parse_offset(text)
-    if rf.auto_position:
+    try:
+        rf = parse_offset(text)
+    except ConfigError:
+        rf = None
+    if rf is None or rf.auto_position:
         raise ConfigError(f"bad end {text!r}; expected 'latest' or 'file:pos'")
     return rf.offset

@@ -444,9 +444,13 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     except Exception as e:
         code = getattr(e, "args", [None])[0]
         if code == 1236:
-            raise BinlogError(f"the server cannot send the binlog from {start.to_dict()!r}: {e.args[1]!r}; the "
-                              "binlog files this read needs were purged: take a new snapshot (start the stream "
-                              "with a new state_dir and checkpoint)") from None
+            said = str(e.args[1]) if len(e.args) > 1 else ""
+            if re.search(r"could not find first log file|purged|not find.*binlog|binlog.*not.*found", said, re.I):
+                raise BinlogError(f"the server cannot send the binlog from {start.to_dict()!r}: {said!r}; the "
+                                  "binlog files this read needs were purged: take a new snapshot (start the stream "
+                                  "with a new state_dir and checkpoint)") from None
+            raise BinlogError(f"the server cannot send the binlog from {start.to_dict()!r}: {said!r}; a position "
+                              "must be the end of an event (see SHOW BINLOG EVENTS), inside the file") from None
         raise
     finally:
         stream.close()
