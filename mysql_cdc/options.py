@@ -47,12 +47,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "only), latest, earliest, offset (startup_offset), timestamp (startup_timestamp)"),
     OptionSpec("startup_offset", str, None, "with startup offset: 'file:pos', a JSON offset, or a MySQL GTID set"),
     OptionSpec("startup_timestamp", str, None,
-               "with startup timestamp: epoch seconds or ISO-8601; earlier commits are not emitted"),
+               "with startup timestamp: epoch seconds, milliseconds with their unit ('1700000000000ms'), or "
+               "ISO-8601; earlier commits are not emitted"),
     OptionSpec("end", str, "latest", "mysql_cdc_binlog: where a batch read stops, 'latest' (taken when the read "
                "starts) or 'file:pos'"),
     OptionSpec("max_chunks_per_batch", int, 0, "streaming: snapshot chunks per micro-batch; 0: all"),
     OptionSpec("max_rows_per_batch", int, 0,
                "streaming: binlog change rows per micro-batch (rounded up to whole transactions); 0: no limit"),
+    OptionSpec("allow_unlogged_cascades", bool, False,
+               "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
+               "cascaded changes are not in the binlog (a mirror keeps those rows)"),
 )
 _SPECS = {s.key: s for s in OPTIONS}
 WATERMARKS = ("auto", "snapshot", "gtid", "position")
@@ -99,6 +103,7 @@ class CdcOptions:
     end: str = "latest"
     max_chunks_per_batch: int = 0
     max_rows_per_batch: int = 0
+    allow_unlogged_cascades: bool = False
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "password")

@@ -5,7 +5,8 @@ Pure data, no driver. Filled by :mod:`planner.discover` from ``information_schem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from mysql_cdc.chunks import TableId
 
@@ -63,3 +64,21 @@ class TableSchema:
     def identity(self) -> tuple[str, ...]:
         """Columns that identify a row under correction: the primary key, else every column."""
         return self.primary_key or self.column_names
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (kept in the state directory: a stream decodes with the schema it was planned with).
+
+        >>> t = TableSchema(TableId("d", "t"), (ColumnInfo("id", "int", "int", False),), ("id",), ("id",))
+        >>> TableSchema.from_dict(t.to_dict()) == t
+        True
+        """
+        return {"database": self.table.database, "table": self.table.table,
+                "columns": [asdict(c) for c in self.columns], "primary_key": list(self.primary_key),
+                "chunk_key": list(self.chunk_key)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TableSchema:
+        names = {f.name for f in fields(ColumnInfo)}
+        return cls(TableId(str(d["database"]), str(d["table"])),
+                   tuple(ColumnInfo(**{k: v for k, v in c.items() if k in names}) for c in d["columns"]),
+                   tuple(d["primary_key"]), tuple(d["chunk_key"]))

@@ -12,7 +12,7 @@ from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import match_tables, table_schema
 from mysql_cdc.planner.splitter import split_table
-from mysql_cdc.planner.validate import check_privileges, check_server
+from mysql_cdc.planner.validate import check_cascades, check_privileges, check_server
 from mysql_cdc.schema import TableSchema
 
 
@@ -35,7 +35,9 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
     conn = connector(profile)
     try:
         facts = inspect_server(conn)
-        return facts, table_schema(conn, TableId.parse(table), opts.chunk_key_columns)
+        schema = table_schema(conn, TableId.parse(table), opts.chunk_key_columns)
+        check_cascades(conn, facts, [schema.table], opts.allow_unlogged_cascades)
+        return facts, schema
     finally:
         conn.close()
 
@@ -47,6 +49,7 @@ def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] 
     try:
         facts = inspect_server(conn)
         ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns)
+        check_cascades(conn, facts, ids, opts.allow_unlogged_cascades)
         plans = []
         for t in ids:
             schema = table_schema(conn, t, opts.chunk_key_columns)

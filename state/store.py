@@ -25,6 +25,7 @@ from typing import Any
 
 from mysql_cdc.chunks import Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.errors import StateError
+from mysql_cdc.schema import TableSchema
 
 
 def _make_dirs(path: str) -> None:
@@ -162,6 +163,23 @@ class StateStore:
             return None
         return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]))
                 for r in d["chunks"]]
+
+    def record_schema(self, schema: TableSchema) -> TableSchema:
+        """Keep the table's schema as a stream first planned it (first one wins); return the stored one."""
+        path = self._path("schemas", f"{table_file_name(schema.table)}.json")
+        self._write(path, json.dumps(schema.to_dict(), sort_keys=True).encode(), first_wins=True)
+        stored = self.schema(schema.table)
+        assert stored is not None
+        return stored
+
+    def schema(self, table: TableId) -> TableSchema | None:
+        d = self._read_json(self._path("schemas", f"{table_file_name(table)}.json"))
+        if d is None:
+            return None
+        try:
+            return TableSchema.from_dict(d)
+        except (KeyError, TypeError, ValueError) as e:
+            raise StateError(f"bad schema record of {str(table)!r} under {self.location!r}: {e}") from e
 
     def record_offset(self, name: str, offset: dict[str, Any]) -> None:
         """The latest committed offset of a stream (replaced atomically)."""

@@ -148,6 +148,45 @@ def test_a_view_is_refused_with_one_clear_error(profile: ConnectionProfile, db: 
     assert [str(p.schema.table) for p in plans] == [f"{db}.base"]
 
 
+def test_cascading_foreign_keys_are_refused_where_the_binlog_lacks_their_rows(
+        server: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
+    """MariaDB 10.11 does not log the child rows an ON DELETE CASCADE / SET NULL changes; MySQL 9.7 does. A
+    captured child table on MariaDB is refused (or acknowledged by an option); on MySQL the cascaded deletes
+    are read from the binlog like any other."""
+    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom, server_end
+
+    cur = root.cursor()
+    cur.execute("CREATE TABLE parent (id INT PRIMARY KEY)")
+    cur.execute("CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY fk_p (p) REFERENCES parent (id) "
+                "ON DELETE CASCADE)")
+    cur.execute("CREATE TABLE nulled (id INT PRIMARY KEY, p INT, CONSTRAINT keep_p FOREIGN KEY (p) "
+                "REFERENCES parent (id) ON DELETE SET NULL)")
+    cur.execute("CREATE TABLE plain (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES parent (id))")
+    insert_rows(root, "parent", ["id"], [(i,) for i in range(1, 11)])
+    insert_rows(root, "child", ["id", "p"], [(i, 1 + i % 10) for i in range(1, 41)])
+    insert_rows(root, "nulled", ["id", "p"], [(i, 1 + i % 10) for i in range(1, 21)])
+    insert_rows(root, "plain", ["id", "p"], [(1, 5)])
+    plan = {"tables": f"{db}[.](child|parent|plain)"}
+    if server.kind == "mariadb":
+        with pytest.raises(TableError, match=rf"'{db}\.child' has foreign key 'fk_p' to 'parent' with ON DELETE "
+                                             r"CASCADE.*not write the rows a cascade changes.*allow_unlogged_cascades"):
+            plan_tables(profile, parse_options(plan))
+        with pytest.raises(TableError, match=r"'keep_p' to 'parent' with ON DELETE SET NULL"):
+            describe_table(profile, parse_options({}), f"{db}.nulled")
+        _, plans = plan_tables(profile, parse_options({**plan, "allow_unlogged_cascades": "true"}))
+        assert len(plans) == 3
+        _, plans = plan_tables(profile, parse_options({"tables": f"{db}[.](parent|plain)"}))  # RESTRICT: fine
+        assert len(plans) == 2
+        return
+    facts, plans = plan_tables(profile, parse_options(plan))
+    child = next(p.schema for p in plans if p.schema.table.table == "child")
+    phase = BinlogPhase(profile, facts, parse_options({}), {child.table: child}, {child.table: None})
+    start = server_end(profile, facts)
+    cur.execute("DELETE FROM parent WHERE id IN (1, 2)")
+    deleted = [(ch.op, ch.values[0]) for ch in phase.changes(ReadFrom(start), server_end(profile, facts))]
+    assert sorted(deleted) == [("-D", i) for i in range(1, 41) if 1 + i % 10 in (1, 2)]
+
+
 def test_empty_and_one_row_tables_are_one_chunk(profile: ConnectionProfile, db: str, root: Any) -> None:
     cur = root.cursor()
     cur.execute("CREATE TABLE e (id INT PRIMARY KEY)")

@@ -339,3 +339,51 @@ def test_cli_follow_once_then_again_mirrors_the_table(classic_spark: Any, info: 
     status = subprocess.run([sys.executable, "-m", "mysql_cdc", "status", "--state-dir", state, "--table",
                              f"{db}.t"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert re.search(r"\d+ chunks recorded, 2000 rows", status.stdout) and "'phase': 'binlog'" in status.stdout
+
+
+@pytest.mark.parametrize("session", ["classic", "connect"])
+@pytest.mark.parametrize("max_rows", [0, 2])
+def test_changes_just_before_a_ddl_are_delivered_before_the_stream_stops(
+        session: str, max_rows: int, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile,
+        db: str, root: Any, tmp_path: Any) -> None:
+    """Changes committed just before a DDL of the table, in the same micro-batch, were never delivered: the
+    driver's boundary scan (with max_rows_per_batch) or the executor's read raised, and Spark dropped the whole
+    batch, though the error said they were. A batch now ends at the DDL, and the next one stops the stream with
+    the same clear error, also after a restart from the checkpoint."""
+    _make_table(root)
+    remote = None
+    if session == "classic":
+        spark = request.getfixturevalue("classic_spark")
+    else:
+        remote = spark = _remote(request.getfixturevalue("plugin_connect").url)
+    out = str(tmp_path / "out")
+    args = (_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), out)
+    extra = {"max_rows_per_batch": max_rows} if max_rows else {}
+    try:
+        q = start_stream(spark, *args, "availableNow", max_chunks=4, chunk_size=500, **extra)
+        assert q.awaitTermination(300) and q.exception() is None
+        cur = root.cursor()
+        cur.execute("INSERT INTO t VALUES (5001, 1)")
+        cur.execute("UPDATE t SET v = -2 WHERE id = 2")
+        cur.execute("DELETE FROM t WHERE id = 4")
+        cur.execute("ALTER TABLE t ADD COLUMN c INT")
+        cur.execute("INSERT INTO t VALUES (5003, 3, 3)")
+        errors = []
+        for _ in range(2):  # the run that meets the DDL, then a restart from the same checkpoint
+            q = start_stream(spark, *args, "availableNow", max_chunks=4, chunk_size=500, **extra)
+            try:  # awaitTermination raises the query's exception once it ended with one
+                ended = q.awaitTermination(300)
+                failure: Any = q.exception()
+            except Exception as e:
+                ended, failure = True, e
+            assert ended, "the availableNow query did not end"
+            assert failure is not None, "the stream went past the DDL"
+            text = str(failure)
+            assert "SchemaChangedError" in text and "ALTER TABLE t ADD COLUMN c INT" in text, text[:3000]
+            errors.append(re.search(r"table '[^']+' changed at \S+", text))
+        assert errors[0] is not None and errors[1] is not None and errors[0].group(0) == errors[1].group(0)
+        rows = [tuple(r) for r in spark.read.parquet(out).where("__op != 'r'").select("__op", "id", "v").collect()]
+        assert sorted(rows) == sorted([("+I", 5001, 1), ("-U", 2, 2), ("+U", 2, -2), ("-D", 4, 4)])
+    finally:
+        if remote is not None:
+            remote.stop()

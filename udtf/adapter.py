@@ -32,12 +32,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, TableId, decode_key
+from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, TableError
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
+from mysql_cdc.planner.plan import describe_table
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import ChunkRecord, StateStore
+from mysql_cdc.state.store import StateStore
 from mysql_cdc.types import spark_type
 from mysql_cdc.udtf.binlog import (
     BinlogPhase,
@@ -183,3 +184,15 @@ def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schema: TableSc
     start = read_from(profile, facts, opts, rules)
     return BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: (rules or {}).get(schema.table)}
                        ), start
+
+
+def planned_table(profile: ConnectionProfile, opts: CdcOptions) -> tuple[ServerFacts, TableSchema]:
+    """The server's facts and the table's schema as this capture planned it: with a ``state_dir``, the schema
+    recorded there when the capture first ran (recorded now if there is none), so that a stream restarted
+    after a DDL still decodes the changes before the DDL with the columns they were written with, delivers
+    them, and stops at the DDL with :class:`SchemaChangedError`; without one, the current schema."""
+    assert opts.table is not None
+    facts, current = describe_table(profile, opts, opts.table)
+    if not opts.state_dir:
+        return facts, current
+    return facts, StateStore(opts.state_dir).record_schema(current)

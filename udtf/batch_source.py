@@ -14,11 +14,13 @@ from pyspark.sql.types import (
 
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
-from mysql_cdc.planner.plan import describe_table, plan_tables
+from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import (
     ChunkPartition,
     arrow_schema_of,
     output_schema,
+    planned_table,
     read_chunks,
 )
 from mysql_cdc.udtf.snapshot import SnapshotReader
@@ -31,7 +33,8 @@ class MysqlCdcReader(DataSourceReader):
         self.opts = opts
         assert opts.table is not None
         self.facts, plans = plan_tables(profile, opts, [opts.table])
-        self.schema = plans[0].schema
+        # with a state_dir, the schema the capture was planned with (see planned_table)
+        self.schema = StateStore(opts.state_dir).record_schema(plans[0].schema) if opts.state_dir else plans[0].schema
         self.chunks = plans[0].chunks
 
     def partitions(self) -> list[InputPartition]:
@@ -69,7 +72,7 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
 
         def schema(self) -> StructType:
             profile, opts = self._opts()
-            _, schema = describe_table(profile, opts, opts.table or "")
+            _, schema = planned_table(profile, opts)
             return output_schema(schema, opts)
 
         def reader(self, schema: StructType) -> DataSourceReader:

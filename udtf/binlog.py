@@ -217,6 +217,10 @@ def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOr
     return EmitRule(ranges, [r.high for r in records])
 
 
+class _StopAtDdl(Exception):
+    """Internal: a boundary scan met a DDL statement on a captured table."""
+
+
 class RecordedChunks(Protocol):
     """Where finished chunks are recorded (``mysql_cdc.state.store.StateStore`` is one): the reader needs only
     this, so it does not depend on the state layer."""
@@ -321,17 +325,37 @@ class BinlogPhase:
                 yield from self._transaction(txn)
         self.close()
 
-    def boundary_after_rows(self, start: ReadFrom, end: BinlogOffset, max_rows: int) -> BinlogOffset:
-        """The first transaction boundary after ``start`` by which at least ``max_rows`` rows of the tables
-        were written (a bound for a micro-batch), or ``end`` if it comes first."""
+    def batch_end(self, start: ReadFrom, end: BinlogOffset, max_rows: int = 0) -> BinlogOffset:
+        """Where a micro-batch that starts at ``start`` ends: ``end``, or earlier at the first transaction
+        boundary by which ``max_rows`` (if > 0) change rows of the tables were written, or earlier still at the
+        boundary just before a DDL statement on a captured table, so that every change before the DDL is
+        delivered and committed by the batch. A DDL right at ``start`` stops the stream here, in the driver,
+        with :class:`SchemaChangedError` (also after a restart from the checkpoint), before any data moves.
+
+        Reads the range once more in the driver; without ``max_rows`` row events are not decoded (boundaries
+        and statements only)."""
         seen = 0
+        last = start.offset
+        ddl: list[SchemaChange] = []
+
+        def found(ch: SchemaChange) -> None:
+            ddl.append(ch)
+            raise _StopAtDdl
+
         with claimed_server_id(self.profile, self.opts.server_ids) as sid:
-            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
-                                         auto_position=start.auto_position, end=end,
-                                         on_schema_change=self._on_schema_change, skip_before=start.skip_before):
-                seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
-                if seen >= max_rows:
-                    return BinlogOffset(txn.file, txn.end)
+            try:
+                for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas),
+                                             flavor=self.facts.flavor, auto_position=start.auto_position, end=end,
+                                             on_schema_change=found, skip_before=start.skip_before,
+                                             decode_rows=max_rows > 0):
+                    last = BinlogOffset(txn.file, txn.end)
+                    seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
+                    if max_rows > 0 and seen >= max_rows:
+                        return last
+            except _StopAtDdl:
+                if last == start.offset:  # nothing before the DDL is left to deliver
+                    self._on_schema_change(ddl[0])
+                return last
         return end
 
     def _transaction(self, txn: Transaction) -> Iterator[Change]:

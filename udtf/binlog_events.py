@@ -296,7 +296,7 @@ def _adapt_library() -> None:
 def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId], *,
                       flavor: str, auto_position: bool, end: BinlogOffset | None = None,
                       on_schema_change: Callable[[SchemaChange], None] | None = None,
-                      skip_before: int | None = None) -> Iterator[Transaction]:
+                      skip_before: int | None = None, decode_rows: bool = True) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
 
     From ``start.file``/``start.pos`` (a transaction boundary), or with ``auto_position`` by GTID
@@ -305,7 +305,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     binlog. Transactions that do not touch ``tables`` are yielded with no rows, so callers see boundaries
     move. A transaction whose boundary is not past the last one yielded is dropped: after a reconnect the
     library may re-send (from the start position, or from the GTID set), and nothing comes out twice.
-    ``skip_before`` drops events with a timestamp before it (startup from a timestamp)."""
+    ``skip_before`` drops events with a timestamp before it (startup from a timestamp). ``decode_rows=False``
+    reads boundaries and DDL only: row events are not decoded (transactions come without rows)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import (
         GtidEvent,
@@ -334,12 +335,13 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         kw["auto_position"] = start.gtids or ""
     else:
         kw.update(log_file=start.file, log_pos=start.pos, resume_stream=True)
+    row_events = (WriteRowsEvent, UpdateRowsEvent, PartialUpdateRowsEvent, DeleteRowsEvent)
     stream = BinLogStreamReader(
         connection_settings=settings, server_id=server_id, blocking=False,
         # PartialUpdateRowsEvent: an update logged with partial JSON (refused below, never skipped);
         # NotImplementedEvent: events the library cannot decode, checked for compressed ones below
-        only_events=[GtidEvent, MariadbGtidEvent, XidEvent, QueryEvent, RotateEvent, WriteRowsEvent,
-                     UpdateRowsEvent, PartialUpdateRowsEvent, DeleteRowsEvent, NotImplementedEvent],
+        only_events=[GtidEvent, MariadbGtidEvent, XidEvent, QueryEvent, RotateEvent, NotImplementedEvent,
+                     *(row_events if decode_rows else ())],
         filter_non_implemented_events=False,
         only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
         # the library's MariaDB mode starts from a GTID state and ignores file/position
@@ -442,9 +444,9 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     except BinlogError:
         raise
     except Exception as e:
-        code = getattr(e, "args", [None])[0]
-        if code == 1236:
-            said = str(e.args[1]) if len(e.args) > 1 else ""
+        args = getattr(e, "args", ())
+        if args and args[0] == 1236:
+            said = str(args[1]) if len(args) > 1 else ""
             if re.search(r"could not find first log file|purged|not find.*binlog|binlog.*not.*found", said, re.I):
                 raise BinlogError(f"the server cannot send the binlog from {start.to_dict()!r}: {said!r}; the "
                                   "binlog files this read needs were purged: take a new snapshot (start the stream "

@@ -15,7 +15,7 @@ from mysql_cdc.chunks import chunk_row
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
-from mysql_cdc.planner.plan import describe_table, plan_tables
+from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.adapter import (
     SQL_OPTION_KEYS,
@@ -24,6 +24,7 @@ from mysql_cdc.udtf.adapter import (
     chunk_from_row,
     meta_values,
     output_schema,
+    planned_table,
     record,
 )
 from mysql_cdc.udtf.binlog import (
@@ -93,7 +94,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             if not opts.table:
                 raise ConfigError("mysql_cdc_snapshot needs table => 'db.table' (the table its chunks belong to)")
             profile = resolve_profile(opts, MysqlCdcSnapshot._profiles)
-            facts, schema = describe_table(profile, opts, opts.table)
+            facts, schema = planned_table(profile, opts)
             # No partitioning requirement: each chunk row is read on its own, in the input's partitions. A
             # required PARTITION BY would add a shuffle of a few bytes that adaptive execution coalesces into
             # one task; `SELECT /*+ REPARTITION(n) */ ...` in the TABLE argument spreads the chunks instead.
@@ -139,7 +140,7 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             if not opts.table:
                 raise ConfigError("mysql_cdc_binlog needs table => 'db.table'")
             profile = resolve_profile(opts, MysqlCdcBinlog._profiles)
-            facts, schema = describe_table(profile, opts, opts.table)
+            facts, schema = planned_table(profile, opts)
             return SnapshotAnalyzeResult(schema=output_schema(schema, opts), table_schema=schema, facts=facts,
                                          options=opts)
 

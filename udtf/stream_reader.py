@@ -16,12 +16,13 @@ from mysql_cdc.connect import connect
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
-from mysql_cdc.planner.plan import describe_table, plan_tables
+from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import (
     ChunkPartition,
     arrow_schema_of,
     changes_to_batches,
+    planned_table,
     read_chunks,
 )
 from mysql_cdc.udtf.binlog import (
@@ -64,7 +65,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert opts.table is not None
         self.profile = profile
         self.opts = opts
-        self.facts, self.schema = describe_table(profile, opts, opts.table)
+        self.facts, self.schema = planned_table(profile, opts)
         self.store = StateStore(opts.state_dir)
         self.table = self.schema.table
         self._target: BinlogOffset | None = None
@@ -110,9 +111,12 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             begin = ReadFrom.from_dict(start)
         end = self._target or server_end(self.profile, self.facts)
-        if isinstance(limit, ReadMaxRows) and limit.max_rows > 0:
+        if end.position_key() > begin.offset.position_key() or begin.auto_position:
+            # the batch ends before a DDL of the table (a DDL at its start stops the stream here), and after
+            # max_rows change rows
             phase = BinlogPhase(self.profile, self.facts, self.opts, {self.table: self.schema}, {})
-            end = phase.boundary_after_rows(begin, end, limit.max_rows)
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
+            end = phase.batch_end(begin, end, max_rows)
         if end.position_key() <= begin.offset.position_key() and not begin.auto_position:
             if _phase_of(start) == "snapshot":  # nothing written since the chunks: still, the snapshot is over
                 end = begin.offset
