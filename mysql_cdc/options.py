@@ -34,7 +34,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("chunk_key", str, None, "comma-separated NOT NULL columns to split tables without primary key"),
     OptionSpec("split_factor_lower", float, 0.05, "lowest (max-min+1)/rows for evenly sized integer chunks"),
     OptionSpec("split_factor_upper", float, 1000.0, "highest (max-min+1)/rows for evenly sized integer chunks"),
-    OptionSpec("server_id_range", str, "5400-5499", "replica server ids for binlog readers, 'first-last'"),
+    OptionSpec("server_id_range", str, "900000-900099",
+               "replica server ids for binlog readers, 'first-last' (ids of registered replicas are skipped)"),
     OptionSpec("watermark", str, "auto",
                "auto, snapshot (MariaDB), gtid (MySQL with GTIDs) or position (plain; can lose rows)"),
     OptionSpec("state_dir", str, None, "where chunk watermarks are recorded (path or URI); unset: not recorded"),
@@ -90,7 +91,7 @@ class CdcOptions:
     chunk_key: str | None = None
     split_factor_lower: float = 0.05
     split_factor_upper: float = 1000.0
-    server_id_range: str = "5400-5499"
+    server_id_range: str = "900000-900099"
     watermark: str = "auto"
     state_dir: str | None = None
     fetch_size: int = 8192
@@ -114,7 +115,7 @@ class CdcOptions:
         m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", self.server_id_range)
         if not m or int(m.group(1)) < 1 or int(m.group(2)) < int(m.group(1)) or int(m.group(2)) >= 2**32:
             raise ConfigError(f"bad server_id_range {self.server_id_range!r}; expected 'first-last' "
-                              "with 1 <= first <= last < 2^32, e.g. '5400-5499'")
+                              "with 1 <= first <= last < 2^32, e.g. '900000-900099'")
         return range(int(m.group(1)), int(m.group(2)) + 1)
 
     @property

@@ -15,8 +15,9 @@ from typing import Any
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import ConnectionProfile, profile_from_mapping, profile_from_url
 
-# Our package, and the pure-Python drivers the executors need, shipped to a Connect server for batch queries.
-SHIPPED_PACKAGES = ("mysql_cdc", "pymysql", "pymysqlreplication")
+# Our package, and the pure-Python drivers the executors need, shipped to a Connect server for batch queries
+# (python-mysql-replication imports `packaging`, which a server with only pyspark[connect] may lack).
+SHIPPED_PACKAGES = ("mysql_cdc", "pymysql", "pymysqlreplication", "packaging")
 FUNCTIONS = ("mysql_cdc_chunks", "mysql_cdc_snapshot")
 
 

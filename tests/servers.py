@@ -65,7 +65,7 @@ ROOT_USER = "root"
 ROOT_PASSWORD = ""
 HOST = "127.0.0.1"
 _OFFSET_TZ = re.compile(r"^[+-]\d{1,2}:\d{2}$")
-# far above the small replica server-id ranges binlog readers claim (default 5400-5499)
+# above the replica server-id range binlog readers claim by default (900000-900099)
 _server_ids = itertools.count(1_000_000 + (os.getpid() % 100_000) * 100)
 _instance_seq = itertools.count(1)
 _live: set[ServerProcess] = set()

@@ -4,6 +4,7 @@ when its chunk's high watermark does not already include it: never missing, neve
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -290,6 +291,57 @@ def test_server_ids_all_taken_is_a_clear_error(profile: ConnectionProfile, db: s
             assert sid == 7002
     finally:
         holder.close()
+
+
+def _register_replica(info: Any, server_id: int) -> Any:
+    """A connection that registers as a replica the way a real one does (COM_REGISTER_SLAVE), kept open."""
+    import struct
+
+    from pymysql.constants import COMMAND
+
+    conn = info.connect(root=True)
+    host = b"replica-7"
+    conn._execute_command(COMMAND.COM_REGISTER_SLAVE, struct.pack("<I", server_id) + bytes([len(host)]) + host
+                          + b"\x00\x00" + struct.pack("<HII", 3306, 0, 0))
+    conn._read_packet()
+    return conn
+
+
+def test_a_registered_replicas_server_id_is_never_claimed(info: Any, profile: ConnectionProfile, db: str,
+                                                          root: Any) -> None:
+    """A binlog connection with a replica's server id makes the server end that replica's connection: the
+    ids of registered replicas are skipped (listing them needs REPLICATION MASTER ADMIN on MariaDB)."""
+    from mysql_cdc.udtf.binlog_events import claimed_server_id, registered_replica_ids
+
+    user = profile
+    cur = root.cursor()
+    if info.kind == "mariadb":
+        with contextlib.suppress(Exception):
+            cur.execute("DROP USER 'lister'@'%'")
+        cur.execute("CREATE USER 'lister'@'%' IDENTIFIED BY 'Lister-pw-1'")
+        cur.execute("GRANT SELECT, BINLOG MONITOR, REPLICATION SLAVE, REPLICATION MASTER ADMIN ON *.* TO "
+                    "'lister'@'%'")
+        user = ConnectionProfile(profile.host, profile.port, "lister", "Lister-pw-1", 5)
+        conn = connect(profile)
+        assert registered_replica_ids(conn) is None  # the plain capture user may not list them there
+        conn.close()
+    replica = _register_replica(info, 7101)
+    try:
+        conn = connect(user)
+        assert 7101 in (registered_replica_ids(conn) or set())
+        conn.close()
+        for prefer in (0, 1):
+            with claimed_server_id(user, range(7101, 7103), prefer=prefer) as sid:
+                assert sid == 7102
+        with pytest.raises(BinlogError, match="in use by other readers or registered replicas"), \
+                claimed_server_id(user, range(7101, 7102)):
+            pass
+    finally:
+        replica.close()
+        if info.kind == "mariadb":
+            cur.execute("DROP USER 'lister'@'%'")
+    with claimed_server_id(user if info.kind == "mysql" else profile, range(7101, 7102)) as sid:
+        assert sid == 7101  # free once the replica is gone
 
 
 def test_several_tables_in_one_pass(profile: ConnectionProfile, db: str, root: Any, table: Model, tmp_path: Any

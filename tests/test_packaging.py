@@ -160,6 +160,7 @@ def test_wheel_holds_one_top_level_package(wheel: Path) -> None:
     for must in ("mysql_cdc/py.typed", "mysql_cdc/planner/plan.py", "mysql_cdc/udtf/binlog.py",
                  "mysql_cdc/udtf/sql_functions.py", "mysql_cdc/state/store.py", "mysql_cdc/types.py"):
         assert must in names
+    assert any(".dist-info/" in n and n.endswith("LICENSE") for n in names)  # the license the metadata names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
     requires = [line for line in text.splitlines() if line.startswith("Requires-Dist:")]
@@ -225,7 +226,7 @@ def test_shipped_code_is_written_privately_and_holds_the_package() -> None:
         assert os.path.basename(path) == f"mysql_cdc_code_{hashlib.sha256(data).hexdigest()[:16]}.zip"
     assert not os.path.exists(folder)
     names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-    assert {n.split("/")[0] for n in names} == {"mysql_cdc", "pymysql", "pymysqlreplication"}
+    assert {n.split("/")[0] for n in names} == {"mysql_cdc", "pymysql", "pymysqlreplication", "packaging"}
     assert "mysql_cdc/planner/plan.py" in names and "mysql_cdc/udtf/stream_reader.py" in names
 
 

@@ -9,6 +9,7 @@ makes the server drop the older connection, and events are lost).
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -50,15 +51,52 @@ class BinlogRow:
     timestamp: int
 
 
+def registered_replica_ids(conn: Any) -> set[int] | None:
+    """Server ids of the replicas registered with the server (a real replica registers when it connects:
+    ``SHOW REPLICAS`` on MySQL, ``SHOW REPLICA HOSTS`` on MariaDB, which needs REPLICATION MASTER ADMIN there);
+    ``None`` when the user may not list them."""
+    import pymysql
+
+    cur = conn.cursor()
+    try:
+        for sql in ("SHOW REPLICAS", "SHOW REPLICA HOSTS"):
+            try:
+                cur.execute(sql)
+            except pymysql.err.MySQLError as e:
+                if e.args and e.args[0] == 1064:  # the other server's syntax
+                    continue
+                if e.args and e.args[0] in (1227, 1045, 1142):
+                    return None
+                raise
+            return {int(r[0]) for r in cur.fetchall()}
+        return None
+    finally:
+        cur.close()
+
+
+_unlisted_warned = False
+
+
 @contextlib.contextmanager
 def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None = None) -> Iterator[int]:
-    """Hold a replica server id from ``ids`` for the duration of the block (a GET_LOCK per id)."""
+    """Hold a replica server id from ``ids`` for the duration of the block (a GET_LOCK per id), never the id of
+    a registered replica: a binlog connection with a replica's id makes the server end that replica's."""
+    global _unlisted_warned
     conn = connect(profile)
     start = prefer if prefer is not None else random.randrange(len(ids))
     try:
+        replicas = registered_replica_ids(conn)
+        if replicas is None and not _unlisted_warned:
+            _unlisted_warned = True
+            logging.getLogger("mysql_cdc").warning(
+                "the capture user may not list the server's replicas (MariaDB: GRANT REPLICATION MASTER ADMIN ON "
+                "*.*), so server ids from server_id_range %s-%s are not checked against them: keep the range away "
+                "from your replicas' server_id", ids.start, ids.stop - 1)
         cur = conn.cursor()
         for k in range(len(ids)):
             sid = ids[(start + k) % len(ids)]
+            if replicas and sid in replicas:
+                continue
             cur.execute("SELECT GET_LOCK(%s, 0)", (LOCK_PREFIX + str(sid),))
             if cur.fetchone()[0] == 1:
                 try:
@@ -68,7 +106,7 @@ def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None
                         cur.execute("SELECT RELEASE_LOCK(%s)", (LOCK_PREFIX + str(sid),))
                 return
         raise BinlogError(f"all {len(ids)} replica server ids {ids.start}-{ids.stop - 1} are in use by other "
-                          "readers; widen server_id_range or run fewer readers at once")
+                          "readers or registered replicas; widen server_id_range or run fewer readers at once")
     finally:
         conn.close()
 
