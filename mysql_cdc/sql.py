@@ -1,5 +1,9 @@
 """SQL text for key ranges. Identifiers are backtick-quoted and escaped; values are always bound parameters.
 
+Text made here is in the drivers' parameter format: pymysql and mysqlclient apply Python's ``%`` formatting to
+a statement executed with parameters, so a ``%`` inside an identifier is written ``%%`` (:func:`ident`);
+:func:`inline_params` reads the same format. Execute it with a parameter list, even an empty one.
+
 Pure logic. A composite key compares lexicographically, written out as nested OR/AND so that both MySQL and
 MariaDB use a range scan on the key's index.
 """
@@ -7,11 +11,25 @@ MariaDB use a range scan on the key's index.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, Key, quote_ident
+from mysql_cdc.chunks import Chunk, Key, TableId, quote_ident
+
+
+def ident(name: str) -> str:
+    """A quoted identifier for text executed with parameters.
+
+    >>> ident("100%"), ident("a`b")
+    ('`100%%`', '`a``b`')
+    """
+    return quote_ident(name).replace("%", "%%")
+
+
+def table_ident(table: TableId) -> str:
+    return f"{ident(table.database)}.{ident(table.table)}"
 
 
 def key_compare(cols: Sequence[str], key: Key, op: str) -> tuple[str, list[Any]]:
@@ -25,7 +43,7 @@ def key_compare(cols: Sequence[str], key: Key, op: str) -> tuple[str, list[Any]]
     if len(cols) != len(key) or not cols:
         raise ValueError(f"key {key!r} does not fit columns {list(cols)!r}")
     strict = {">=": ">", ">": ">", "<": "<"}[op]
-    q = [quote_ident(c) for c in cols]
+    q = [ident(c) for c in cols]
     last = q[-1] + f" {op} %s"
     params: list[Any] = [key[-1]]
     sql = last
@@ -52,11 +70,16 @@ def chunk_where(chunk: Chunk) -> tuple[str, list[Any]]:
 
 def select_chunk_sql(chunk: Chunk, columns: Sequence[str], exprs: Sequence[str] | None = None
                      ) -> tuple[str, list[Any]]:
-    """The chunk's SELECT; ``exprs`` (one per column, from trusted code) replace plain column references."""
+    """The chunk's SELECT; ``exprs`` (one per column, from trusted code, made with :func:`ident`) replace plain
+    column references.
+
+    >>> select_chunk_sql(Chunk(TableId("d", "t%"), 0, ("k",), (5,), None), ["k", "v%"])
+    ('SELECT `k`, `v%%` FROM `d`.`t%%` WHERE `k` >= %s', [5])
+    """
     where, params = chunk_where(chunk)
-    cols = ", ".join(quote_ident(c) if exprs is None or e == quote_ident(c) else f"{e} AS {quote_ident(c)}"
+    cols = ", ".join(ident(c) if exprs is None or e == ident(c) else f"{e} AS {ident(c)}"
                      for c, e in zip(columns, exprs or columns))
-    return f"SELECT {cols} FROM {chunk.table.quoted()} WHERE {where}", params
+    return f"SELECT {cols} FROM {table_ident(chunk.table)} WHERE {where}", params
 
 
 def sql_literal(v: Any) -> str:
@@ -94,11 +117,14 @@ def sql_literal(v: Any) -> str:
 
 
 def inline_params(sql: str, params: Sequence[Any]) -> str:
-    """Replace each ``%s`` of text made by this module with the literal of its parameter."""
-    parts = sql.split("%s")
-    if len(parts) != len(params) + 1:
-        raise ValueError(f"{len(parts) - 1} placeholders for {len(params)} parameters")
-    out = [parts[0]]
-    for p, rest in zip(params, parts[1:]):
-        out += [sql_literal(p), rest]
-    return "".join(out)
+    """Replace each ``%s`` of text made by this module with the literal of its parameter (and ``%%`` with
+    ``%``), for a driver that takes plain text.
+
+    >>> inline_params("SELECT `a%%s` FROM t WHERE k = %s", [7])
+    'SELECT `a%s` FROM t WHERE k = 7'
+    """
+    tokens = re.split(r"(%%|%s)", sql)
+    if sum(t == "%s" for t in tokens) != len(params):
+        raise ValueError(f"{sum(t == '%s' for t in tokens)} placeholders for {len(params)} parameters")
+    it = iter(params)
+    return "".join(sql_literal(next(it)) if t == "%s" else "%" if t == "%%" else t for t in tokens)

@@ -14,7 +14,7 @@ from typing import Any
 from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds, quote_ident
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.sql import key_compare
+from mysql_cdc.sql import ident, key_compare, table_ident
 
 
 def approx_rows(conn: Any, schema: TableSchema) -> int:
@@ -33,15 +33,16 @@ def approx_rows(conn: Any, schema: TableSchema) -> int:
 def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int) -> Key | None:
     """The key ``chunk_size`` rows after ``start`` (inclusive), moved past ``start`` when keys repeat."""
     cols = schema.chunk_key
-    qcols = ", ".join(quote_ident(c) for c in cols)
+    qcols = ", ".join(ident(c) for c in cols)  # executed with parameters: % written %%
+    table = table_ident(schema.table)
     cur = conn.cursor()
     try:
         if start is None:
-            cur.execute(f"SELECT {qcols} FROM {schema.table.quoted()} ORDER BY {qcols} LIMIT 1 OFFSET %s",
+            cur.execute(f"SELECT {qcols} FROM {table} ORDER BY {qcols} LIMIT 1 OFFSET %s",
                         (chunk_size,))
         else:
             where, params = key_compare(cols, start, ">=")
-            cur.execute(f"SELECT {qcols} FROM {schema.table.quoted()} WHERE {where} ORDER BY {qcols} "
+            cur.execute(f"SELECT {qcols} FROM {table} WHERE {where} ORDER BY {qcols} "
                         "LIMIT 1 OFFSET %s", (*params, chunk_size))
         row = cur.fetchone()
         if row is None:
@@ -49,7 +50,7 @@ def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: i
         key = tuple(row)
         if start is not None and schema.chunk_key != schema.primary_key and KeyOrder(schema).equal(conn, key, start):
             where, params = key_compare(cols, start, ">")
-            cur.execute(f"SELECT {qcols} FROM {schema.table.quoted()} WHERE {where} ORDER BY {qcols} LIMIT 1",
+            cur.execute(f"SELECT {qcols} FROM {table} WHERE {where} ORDER BY {qcols} LIMIT 1",
                         params)
             row = cur.fetchone()
             return None if row is None else tuple(row)

@@ -34,11 +34,14 @@ def binlog_end(conn: Any) -> tuple[str, int, str]:
 
 def insert_rows(conn: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], batch: int = 2000
                 ) -> None:
-    cols = ", ".join(f"`{c}`" for c in columns)
+    def q(name: str) -> str:  # a statement executed with parameters is %-formatted by the driver
+        return "`" + name.replace("`", "``").replace("%", "%%") + "`"
+
+    cols = ", ".join(q(c) for c in columns)
     marks = ", ".join(["%s"] * len(columns))
     cur = conn.cursor()
     for lo in range(0, len(rows), batch):
-        cur.executemany(f"INSERT INTO `{table}` ({cols}) VALUES ({marks})", rows[lo:lo + batch])
+        cur.executemany(f"INSERT INTO {q(table)} ({cols}) VALUES ({marks})", rows[lo:lo + batch])
     cur.close()
 
 

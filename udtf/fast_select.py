@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from mysql_cdc.chunks import Chunk, quote_ident
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.options import ConnectionProfile
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.sql import chunk_where, inline_params
+from mysql_cdc.sql import chunk_where, ident, inline_params, table_ident
 from mysql_cdc.udtf.convert import fast_select_expr
 
 
@@ -27,10 +27,10 @@ class FastPathUnavailable(MysqlCdcError):
 def fast_columns(schema: TableSchema) -> list[str] | None:
     exprs = []
     for c in schema.columns:
-        e = fast_select_expr(c, quote_ident(c.name))
+        e = fast_select_expr(c, ident(c.name))
         if e is None:
             return None
-        exprs.append(f"{e} AS {quote_ident(c.name)}")
+        exprs.append(f"{e} AS {ident(c.name)}")
     return exprs
 
 
@@ -40,7 +40,7 @@ def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *
     if exprs is None:
         raise FastPathUnavailable(f"table {str(schema.table)!r} has column types the Arrow path does not read")
     where, params = chunk_where(chunk)
-    sql = inline_params(f"SELECT {', '.join([*exprs, *extra])} FROM {chunk.table.quoted()} WHERE {where}", params)
+    sql = inline_params(f"SELECT {', '.join([*exprs, *extra])} FROM {table_ident(chunk.table)} WHERE {where}", params)
     url = (f"mysql://{urllib.parse.quote(profile.user, safe='')}:{urllib.parse.quote(profile.password, safe='')}"
            f"@{profile.host}:{profile.port}")
     try:

@@ -29,14 +29,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.chunks import Chunk, quote_ident
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect_fast, streaming_cursor
 from mysql_cdc.errors import ConfigError, ServerSettingError
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.sql import select_chunk_sql
+from mysql_cdc.sql import ident, select_chunk_sql
 from mysql_cdc.udtf.binlog_events import (
     claimed_server_id,
     gtid_window_done,
@@ -237,7 +237,7 @@ class SnapshotReader:
 
     def _select(self, conn: Any, chunk: Chunk) -> Iterator[list[tuple[Any, ...]]]:
         sql, params = select_chunk_sql(chunk, self.schema.column_names,
-                                       [select_expr(c, quote_ident(c.name)) for c in self.schema.columns])
+                                       [select_expr(c, ident(c.name)) for c in self.schema.columns])
         cur = streaming_cursor(conn)
         try:
             cur.execute(sql, params)
