@@ -34,11 +34,14 @@ def match_tables(conn: Any, patterns: Sequence[str]) -> list[TableId]:
     return out
 
 
-def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = ()) -> TableSchema:
+def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = (), allow_pk_override: bool = False
+                 ) -> TableSchema:
     """Columns, primary key and chunk key of one table.
 
     The chunk key is the whole primary key; for a table without one, the configured ``chunk_key`` columns
-    (which must exist and be NOT NULL; they need not be unique).
+    (which must exist and be NOT NULL; they need not be unique). A ``chunk_key`` given for a table with a
+    primary key is an error (it was silently ignored), unless ``allow_pk_override`` (a pattern over many
+    tables, where it is meant for those without one).
     """
     cur = conn.cursor()
     cur.execute("SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
@@ -70,11 +73,14 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = ()) -> Ta
         "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", (table.database, table.table))
     pk = tuple(str(r[0]) for r in cur.fetchall())
     try:
-        cur.execute(f"SELECT 1 FROM {table.quoted()} LIMIT 0")
+        # every column: with SELECT granted on some columns only, information_schema shows just those, and the
+        # capture would silently lack the others
+        cur.execute(f"SELECT * FROM {table.quoted()} LIMIT 0")
         cur.fetchall()
     except pymysql.err.MySQLError as e:
         if e.args and e.args[0] in (1142, 1143, 1044):
-            raise PrivilegeError(f"the capture user may not SELECT from {str(table)!r} (server error "
+            what = "every column of" if e.args[0] == 1143 else "from"
+            raise PrivilegeError(f"the capture user may not SELECT {what} {str(table)!r} (server error "
                                  f"{e.args[0]}): GRANT SELECT ON {table.quoted()} TO the user") from None
         raise
     finally:
@@ -82,6 +88,9 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = ()) -> Ta
     by_name = {c.name: c for c in cols}
     if pk:
         key = pk
+        if chunk_key and tuple(chunk_key) != pk and not allow_pk_override:
+            raise ChunkKeyError(f"table {str(table)!r} has a primary key ({', '.join(pk)}), which splits it; "
+                                f"chunk_key {', '.join(chunk_key)!r} is for tables without one: drop the option")
     elif chunk_key:
         key = tuple(chunk_key)
         for k in key:

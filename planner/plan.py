@@ -8,6 +8,7 @@ from typing import Any
 
 from mysql_cdc.chunks import Chunk, TableId
 from mysql_cdc.connect import ServerFacts, connect, server_facts
+from mysql_cdc.errors import ChunkKeyError
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import match_tables, table_schema
@@ -49,13 +50,17 @@ def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] 
     try:
         facts = inspect_server(conn)
         ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns)
-        check_cascades(conn, facts, ids, opts.allow_unlogged_cascades)
         plans = []
         for t in ids:
-            schema = table_schema(conn, t, opts.chunk_key_columns)
+            # with a pattern, chunk_key is meant for the matched tables without a primary key
+            schema = table_schema(conn, t, opts.chunk_key_columns, allow_pk_override=not tables and len(ids) > 1)
+            check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
             check_chunk_key(schema)
             chunks = split_table(conn, schema, opts.chunk_size, opts.split_factor_lower, opts.split_factor_upper)
             plans.append(TablePlan(schema, tuple(chunks)))
+        if opts.chunk_key_columns and plans and all(p.schema.primary_key for p in plans):
+            raise ChunkKeyError(f"chunk_key {opts.chunk_key!r} is for tables without a primary key, and every "
+                                "matched table has one: drop the option")
         return facts, plans
     finally:
         conn.close()

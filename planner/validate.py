@@ -79,7 +79,7 @@ def check_privileges(conn: Any, facts: ServerFacts) -> None:
     if not re.search(r"ALL PRIVILEGES ON \*\.\*|REPLICATION (SLAVE|REPLICA)\b(?!\s+ADMIN)", grants):
         raise PrivilegeError("the capture user lacks REPLICATION SLAVE, needed to read the binlog: "
                              "GRANT REPLICATION SLAVE ON *.* TO the user")
-    if not re.search(r"(ALL PRIVILEGES|SELECT)[ ,A-Z]*ON ", grants):
+    if not re.search(r"(ALL PRIVILEGES|SELECT)( \([^)]*\))?[ ,A-Z]*ON ", grants):
         raise PrivilegeError("the capture user has no SELECT privilege: GRANT SELECT ON <db>.* TO the user")
 
 

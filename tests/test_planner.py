@@ -122,6 +122,16 @@ def test_no_primary_key_needs_a_not_null_chunk_key(profile: ConnectionProfile, d
         _plan(profile, f"{db}\\.nopk", chunk_key="maybe")
     with pytest.raises(ChunkKeyError, match="'nope' is not a column"):
         _plan(profile, f"{db}\\.nopk", chunk_key="nope")
+    # a chunk key for a table that has a primary key was silently ignored: an error now, unless a pattern over
+    # several tables matched, where it is meant for those without one
+    cur.execute("CREATE TABLE withpk (id INT PRIMARY KEY, g INT NOT NULL)")
+    with pytest.raises(ChunkKeyError, match=r"'.*withpk' has a primary key \(id\).*drop the option"):
+        plan_tables(profile, parse_options({"chunk_key": "g"}), [f"{db}.withpk"])
+    cur.execute("CREATE TABLE withpk2 (id INT PRIMARY KEY, g INT NOT NULL)")
+    with pytest.raises(ChunkKeyError, match="every matched table has one"):
+        plan_tables(profile, parse_options({"tables": f"{db}[.]withpk.*", "chunk_key": "g"}))
+    _, both = plan_tables(profile, parse_options({"tables": f"{db}[.](nopk|withpk)", "chunk_key": "g"}))
+    assert [p.schema.chunk_key for p in both] == [("g",), ("id",)]
     chunks = _plan(profile, f"{db}\\.nopk", chunk_key="g", chunk_size=15)
     per_chunk = _keys_per_chunk(root, chunks, ["g", "maybe"])
     assert sorted(k for ks in per_chunk for k in ks) == sorted((i // 10, i) for i in range(100))
@@ -307,16 +317,21 @@ def test_server_checks_without_a_server() -> None:
     # an administration privilege whose name starts like the one needed (it was taken for it; the read then
     # failed raw): MariaDB's REPLICATION SLAVE ADMIN, MySQL's REPLICATION_SLAVE_ADMIN
     ("SELECT, REPLICATION CLIENT, {admin}", "lacks REPLICATION SLAVE"),
+    # SELECT on some columns only: information_schema shows just those, and the capture lacked the others
+    ("REPLICATION CLIENT, REPLICATION SLAVE + SELECT (id)", "may not SELECT (every column of|from)"),
 ])
 def test_missing_privileges(info: ServerInfo, db: str, root: Any, grants: str, message: str) -> None:
-    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, secret INT)")
     user = f"weak{abs(hash(grants)) % 10**6}"
     cur = root.cursor()
     cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'Weak-pw-1'")
     grants = grants.format(admin="REPLICATION SLAVE ADMIN" if info.kind == "mariadb" else "REPLICATION_SLAVE_ADMIN")
     try:
-        cur.execute(f"GRANT {grants} ON *.* TO '{user}'@'%'")
-        if "SELECT" not in grants.split(", "):
+        global_grants, _, column_grant = grants.partition(" + ")
+        cur.execute(f"GRANT {global_grants} ON *.* TO '{user}'@'%'")
+        if column_grant:
+            cur.execute(f"GRANT {column_grant} ON `{db}`.t TO '{user}'@'%'")
+        if "SELECT" not in grants.split(", ") and not column_grant:
             cur.execute(f"GRANT SHOW VIEW ON `{db}`.* TO '{user}'@'%'")  # sees the table, cannot read it
         prof = ConnectionProfile(info.host, info.port, user, "Weak-pw-1", 5)
         with pytest.raises((PrivilegeError, TableError), match=message):
