@@ -1,7 +1,7 @@
 """``mysql-cdc``: the job from a terminal.
 
     mysql-cdc plan --source shop --tables 'shop[.].*' [--chunk-size 8096]
-    mysql-cdc snapshot --source shop --table shop.orders --out /data/orders [--format parquet] [--state-dir D]
+    mysql-cdc snapshot --source shop --table shop.orders --out /data/orders [--replace] [--state-dir D]
     mysql-cdc follow --source shop --table shop.orders --out /data/orders_cdc --checkpoint C --state-dir D [--once]
     mysql-cdc status --state-dir D --table shop.orders
 
@@ -12,6 +12,7 @@ never go on the command line (other users could read it in the process list).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from typing import Any
@@ -51,26 +52,101 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _check_source(ns: argparse.Namespace) -> None:
+    """Profile, server and table checked before Spark starts: a configuration error is one line."""
+    from mysql_cdc.options import parse_options, resolve_profile
+    from mysql_cdc.planner.plan import describe_table
+
+    opts = parse_options(_opts(ns, table=ns.table, chunk_key=ns.chunk_key))
+    describe_table(resolve_profile(opts), opts, ns.table)
+
+
+class _Progress:
+    """Progress on a terminal (one line rewritten in place) or plain lines when not a terminal."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stdout
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last = ""
+
+    def show(self, line: str, final: bool = False) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line + ("\n" if final else ""))
+        elif line != self._last or final:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self._last = line
+
+
 def cmd_snapshot(ns: argparse.Namespace) -> int:
+    import os
+    import threading
+
+    if os.path.lexists(ns.out) and not ns.replace:
+        raise ConfigError(f"--out {ns.out!r} exists already; give a new path, or --replace to overwrite it")
+    _check_source(ns)
     import mysql_cdc
 
     spark = _local_spark(ns.master, "mysql-cdc snapshot")
     mysql_cdc.register(spark)
     reader = spark.read.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
-    for key, value in (("chunk_size", ns.chunk_size), ("state_dir", ns.state_dir)):
+    for key, value in (("chunk_size", ns.chunk_size), ("state_dir", ns.state_dir), ("chunk_key", ns.chunk_key)):
         if value is not None:
             reader = reader.option(key, value)
     started = time.monotonic()
     df = reader.load()
-    df.write.mode("overwrite").format(ns.format).save(ns.out)
+    progress, stop = _Progress(), threading.Event()
+
+    def watch() -> None:  # each chunk is one task of the reading stage
+        tracker = spark.sparkContext.statusTracker()
+        while not stop.wait(1.0):
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info is not None and info.numTasks:
+                    progress.show(f"{ns.table}: tasks {info.numCompletedTasks}/{info.numTasks}, "
+                                  f"{time.monotonic() - started:.0f} s")
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        df.write.mode("overwrite" if ns.replace else "errorifexists").format(ns.format).save(ns.out)
+    finally:
+        stop.set()
+        watcher.join(5)
     n = spark.read.format(ns.format).load(ns.out).count()
-    print(f"{ns.table}: {n} rows written to {ns.out} in {time.monotonic() - started:.1f} s")
+    seconds = time.monotonic() - started
+    progress.show(f"{ns.table}: {n} rows written to {ns.out} in {seconds:.1f} s ({n / max(seconds, 1e-9):,.0f} "
+                  "rows/s)", final=True)
     spark.stop()
     return 0
 
 
+def _binlog_lag(ns: argparse.Namespace, offset: dict[str, Any]) -> str:
+    """How far a binlog offset is behind the server's end, in bytes (binary log sizes from the server)."""
+    from mysql_cdc.connect import connect
+    from mysql_cdc.offsets import BinlogOffset
+    from mysql_cdc.options import parse_options, resolve_profile
+
+    try:
+        conn = connect(resolve_profile(parse_options(_opts(ns))))
+        try:
+            cur = conn.cursor()
+            cur.execute("SHOW BINARY LOGS")
+            files = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
+        finally:
+            conn.close()
+    except MysqlCdcError:
+        return "lag unknown"
+    at = BinlogOffset(str(offset["file"]), int(offset["pos"])).position_key()
+    behind = sum(size - (int(offset["pos"]) if name == offset["file"] else 0) for name, size in files
+                 if BinlogOffset(name, 0).position_key() >= (at[0], 0)
+                 and (name == offset["file"] or BinlogOffset(name, 0).position_key() > at))
+    return f"binlog lag {max(behind, 0):,} bytes"
+
+
 def cmd_follow(ns: argparse.Namespace) -> int:
     """The snapshot, then the binlog, into files (a Structured Streaming query with local Spark)."""
+    _check_source(ns)
     import mysql_cdc
 
     spark = _local_spark(ns.master, "mysql-cdc follow")
@@ -78,7 +154,7 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     reader = (spark.readStream.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
               .option("state_dir", ns.state_dir))
     for key, value in (("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
-                       ("max_rows_per_batch", ns.max_rows_per_batch)):
+                       ("max_rows_per_batch", ns.max_rows_per_batch), ("chunk_key", ns.chunk_key)):
         if value is not None:
             reader = reader.option(key, value)
     writer = (reader.load().writeStream.format(ns.format).option("path", ns.out)
@@ -86,14 +162,25 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     writer = writer.trigger(availableNow=True) if ns.once else writer.trigger(processingTime=f"{ns.interval} seconds")
     query = writer.start()
     seen = -1
+    progress = _Progress()
 
     def report() -> None:
+        import json
+
         nonlocal seen
         for p in query.recentProgress:  # every batch since the last report, not only the latest
             if p["batchId"] > seen:
                 seen = p["batchId"]
-                end = (p["sources"] or [{}])[0].get("endOffset")
-                print(f"batch {seen}: {p['numInputRows']} rows, offset {end}", flush=True)
+                raw = (p["sources"] or [{}])[0].get("endOffset")
+                end = json.loads(raw) if isinstance(raw, str) else raw or {}
+                rate = p.get("processedRowsPerSecond") or 0.0
+                if end.get("phase") == "snapshot":
+                    where = f"snapshot chunks {end.get('chunk')}/{end.get('chunks')}"
+                elif end.get("phase") == "binlog":
+                    where = f"binlog {end.get('file')}:{end.get('pos')}, {_binlog_lag(ns, end)}"
+                else:
+                    where = f"offset {raw}"
+                progress.show(f"batch {seen}: {p['numInputRows']} rows ({rate:,.0f} rows/s), {where}")
 
     try:
         while query.isActive:
@@ -101,12 +188,16 @@ def cmd_follow(ns: argparse.Namespace) -> int:
             report()
     except KeyboardInterrupt:
         query.stop()
+    except Exception:  # the query ended with an error: said below
+        pass
     report()
-    if query.exception() is not None:
-        print(f"mysql-cdc: the stream stopped: {query.exception()}", file=sys.stderr)
-        spark.stop()
-        return 1
+    if progress.tty:
+        progress.stream.write("\n")
+    failure = query.exception()
     spark.stop()
+    if failure is not None:
+        print(f"mysql-cdc: the stream stopped: {one_line(failure)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -142,50 +233,80 @@ def _version() -> str:
         return f"{__version__} (source checkout)"
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mysql-cdc", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
+    src = "connection profile name: $MYSQL_CDC_PROFILE_<NAME> or an entry of $MYSQL_CDC_PROFILES_FILE"
+    chunk_size = "rows per chunk (default 8096)"
+    chunk_key = "comma-separated NOT NULL columns that split a table without a primary key"
+    master = "Spark master for the local job (default local[*])"
     p = sub.add_parser("plan", help="validate the server and print the chunks of the matched tables")
-    p.add_argument("--source", required=True)
-    p.add_argument("--tables", required=True)
-    p.add_argument("--chunk-size", type=int)
-    p.add_argument("--chunk-key")
+    p.add_argument("--source", required=True, help=src)
+    p.add_argument("--tables", required=True, help="comma-separated regular expressions over 'db.table'")
+    p.add_argument("--chunk-size", type=int, help=chunk_size)
+    p.add_argument("--chunk-key", help=chunk_key)
     p.set_defaults(fn=cmd_plan)
     s = sub.add_parser("snapshot", help="read one table in parallel into files with local Spark")
-    s.add_argument("--source", required=True)
-    s.add_argument("--table", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--format", default="parquet")
-    s.add_argument("--chunk-size", type=int)
-    s.add_argument("--state-dir")
-    s.add_argument("--master", default="local[*]")
+    s.add_argument("--source", required=True, help=src)
+    s.add_argument("--table", required=True, help="the table, 'db.table'")
+    s.add_argument("--out", required=True, help="output path (refused if it exists, unless --replace)")
+    s.add_argument("--replace", action="store_true", help="overwrite an existing --out")
+    s.add_argument("--format", default="parquet", help="Spark output format (default parquet)")
+    s.add_argument("--chunk-size", type=int, help=chunk_size)
+    s.add_argument("--chunk-key", help=chunk_key)
+    s.add_argument("--state-dir", help="record each chunk's watermarks here (for a later binlog read)")
+    s.add_argument("--master", default="local[*]", help=master)
     s.set_defaults(fn=cmd_snapshot)
     f = sub.add_parser("follow", help="snapshot, then follow the binlog, into files (Structured Streaming)")
-    f.add_argument("--source", required=True)
-    f.add_argument("--table", required=True)
-    f.add_argument("--out", required=True)
-    f.add_argument("--checkpoint", required=True)
-    f.add_argument("--state-dir", required=True)
-    f.add_argument("--format", default="parquet")
-    f.add_argument("--chunk-size", type=int)
-    f.add_argument("--max-chunks-per-batch", type=int)
-    f.add_argument("--max-rows-per-batch", type=int)
+    f.add_argument("--source", required=True, help=src)
+    f.add_argument("--table", required=True, help="the table, 'db.table'")
+    f.add_argument("--out", required=True, help="output path of the change rows")
+    f.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
+    f.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
+    f.add_argument("--format", default="parquet", help="Spark output format (default parquet)")
+    f.add_argument("--chunk-size", type=int, help=chunk_size)
+    f.add_argument("--chunk-key", help=chunk_key)
+    f.add_argument("--max-chunks-per-batch", type=int, help="snapshot chunks per micro-batch (default: all)")
+    f.add_argument("--max-rows-per-batch", type=int,
+                   help="binlog change rows per micro-batch, rounded up to whole transactions (default: no limit)")
     f.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
-    f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches")
-    f.add_argument("--master", default="local[*]")
+    f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
+    f.add_argument("--master", default="local[*]", help=master)
     f.set_defaults(fn=cmd_follow)
     st = sub.add_parser("status", help="print the recorded chunk watermarks of a table")
-    st.add_argument("--state-dir", required=True)
-    st.add_argument("--table", required=True)
+    st.add_argument("--state-dir", required=True, help="the state directory of a snapshot or stream")
+    st.add_argument("--table", required=True, help="the table, 'db.table'")
     st.set_defaults(fn=cmd_status)
-    ns = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
     try:
         return int(ns.fn(ns))
     except MysqlCdcError as e:
         print(f"mysql-cdc: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a Spark error carrying one of ours: its one line, not the JVM's traceback
+        if _OUR_ERROR.search(str(e)) is None:
+            raise
+        print(f"mysql-cdc: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+_OUR_ERROR = re.compile(r"mysql_cdc\.errors\.(\w+): ([^\n]*)")
+
+
+def one_line(e: BaseException) -> str:
+    """The error of ours inside a Spark error's text (the last one named), else the error's first line."""
+    found = _OUR_ERROR.findall(str(e))
+    if found:
+        name, message = found[-1]
+        return f"{name}: {message.strip()}"
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ and a restart from the same checkpoint."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -339,6 +340,57 @@ def test_cli_follow_once_then_again_mirrors_the_table(classic_spark: Any, info: 
     status = subprocess.run([sys.executable, "-m", "mysql_cdc", "status", "--state-dir", state, "--table",
                              f"{db}.t"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert re.search(r"\d+ chunks recorded, 2000 rows", status.stdout) and "'phase': 'binlog'" in status.stdout
+
+
+def test_cli_progress_one_line_errors_and_existing_output(classic_spark: Any, info: ServerInfo,
+                                                          profile: ConnectionProfile, db: str, root: Any,
+                                                          tmp_path: Any) -> None:
+    """What a person at a terminal sees: progress (chunks done / total, rows/s, binlog lag), ordinary errors
+    in one line instead of a Spark traceback, an existing --out refused unless --replace."""
+    _make_table(root)
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_CLI"] = _url(profile)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mysql_cdc", *args], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=300)
+
+    follow = ["follow", "--source", "cli", "--table", f"{db}.t", "--out", str(tmp_path / "changes"), "--checkpoint",
+              str(tmp_path / "ck"), "--state-dir", str(tmp_path / "state"), "--chunk-size", "500",
+              "--max-chunks-per-batch", "2", "--once", "--master", "local[2]"]
+    first = cli(*follow)
+    assert first.returncode == 0, first.stderr[-3000:]
+    done = [(int(k), int(n)) for k, n in re.findall(r"snapshot chunks (\d+)/(\d+)", first.stdout)]
+    assert len(done) >= 2 and done[0][0] == 2 and done[-1][0] == done[-1][1] >= 4, first.stdout
+    assert re.search(r"rows \([\d,]+ rows/s\), binlog \S+:\d+, binlog lag [\d,]+ bytes", first.stdout), first.stdout
+    root.cursor().execute("ALTER TABLE t ADD COLUMN c INT")
+    stopped = cli(*follow)
+    assert stopped.returncode == 1
+    assert stopped.stderr.strip().splitlines()[-1].startswith(
+        "mysql-cdc: the stream stopped: SchemaChangedError: table"), stopped.stderr[-3000:]
+    out = str(tmp_path / "snap")
+    snap = ["snapshot", "--source", "cli", "--table", f"{db}.t", "--out", out, "--master", "local[2]"]
+    made = cli(*snap)
+    assert made.returncode == 0 and re.search(r"2000 rows written to .* rows/s\)", made.stdout), made.stderr[-3000:]
+    again = cli(*snap)
+    assert again.returncode == 2 and again.stderr.strip() == (
+        f"mysql-cdc: ConfigError: --out {out!r} exists already; give a new path, or --replace to overwrite it")
+    assert cli(*snap, "--replace").returncode == 0
+    missing = cli("snapshot", "--source", "cli", "--table", f"{db}.nosuch", "--out", str(tmp_path / "x"),
+                  "--master", "local[2]")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"mysql-cdc: TableError: table '{db}.nosuch' does not exist or the capture user cannot see its columns"]
+
+
+def test_cli_every_option_has_help() -> None:
+    from mysql_cdc.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {'/'.join(a.option_strings)}" for name, p in sub.choices.items() for a in p._actions
+            if a.option_strings and not a.help]
+    assert bare == []
+    assert set(sub.choices) == {"plan", "snapshot", "follow", "status"}
 
 
 @pytest.mark.parametrize("session", ["classic", "connect"])
