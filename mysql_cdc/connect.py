@@ -8,6 +8,7 @@ and bounds round-trip as UTC whatever the server's zone.
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,11 +34,41 @@ def connect_error(p: ConnectionProfile, exc: BaseException) -> ConnectError:
                             "check the connection profile's user and password")
     if code == 1049:
         return ConnectError(f"unknown database on {p.host}:{p.port}: {exc.args[1] if len(exc.args) > 1 else ''}")
+    text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+    if code in (2026, 3159, 3889) or isinstance(exc, ssl.SSLError) or "SSL" in text or "TLS" in text \
+            or "secure transport" in text or "certificate" in text.lower():
+        return ConnectError(f"TLS to {p.host}:{p.port} failed with ssl_mode {p.ssl_mode!r} ({type(exc).__name__} "
+                            f"{code}: {text[:200]}); check the profile's ssl_mode and ssl_ca (the CA that signed the "
+                            "server's certificate; verify_identity also needs the host to match the certificate)")
     if code in (2003, 2002, 2005, 2013) or isinstance(exc, OSError | socket.timeout):
         return ConnectError(f"cannot reach MySQL at {p.host}:{p.port} within {p.connect_timeout:g} s "
                             f"({type(exc).__name__}: {exc.args[1] if len(exc.args) > 1 else exc}); check host, "
                             "port and that the server is running")
     return ConnectError(f"cannot connect as {_describe(p)}: {type(exc).__name__} {code}")
+
+
+def tls_context(p: ConnectionProfile) -> ssl.SSLContext | None:
+    """The TLS context of a profile's ssl_mode for pymysql (the planner and the binlog stream); ``None`` for
+    disabled and preferred (the driver's own choice: TLS when the server offers it)."""
+    if p.ssl_mode in ("disabled", "preferred"):
+        return None
+    try:
+        ctx = ssl.create_default_context(cafile=p.ssl_ca)
+    except (OSError, ssl.SSLError) as e:
+        raise ConnectError(f"cannot read the CA certificate file {p.ssl_ca!r} of the profile for {p.host}:{p.port}: "
+                           f"{type(e).__name__}: {e}") from None
+    ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)  # servers' own generated certificates lack it
+    ctx.check_hostname = p.ssl_mode == "verify_identity"
+    ctx.verify_mode = ssl.CERT_NONE if p.ssl_mode == "required" else ssl.CERT_REQUIRED
+    return ctx
+
+
+def tls_kwargs(p: ConnectionProfile) -> dict[str, Any]:
+    """pymysql's keyword arguments for the profile's ssl_mode."""
+    if p.ssl_mode == "disabled":
+        return {"ssl_disabled": True}
+    ctx = tls_context(p)
+    return {} if ctx is None else {"ssl": ctx}
 
 
 def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool = True, **kw: Any
@@ -51,7 +82,7 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
             host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
             connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout, autocommit=autocommit,
             cursorclass=pymysql.cursors.DictCursor if dict_cursor else pymysql.cursors.Cursor,
-            init_command=_SESSION_INIT, **kw)
+            init_command=_SESSION_INIT, **tls_kwargs(p), **kw)
     except pymysql.err.MySQLError as e:
         raise connect_error(p, e) from None
     except OSError as e:
@@ -64,15 +95,21 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
 def connect_fast(p: ConnectionProfile) -> Any:
     """A mysqlclient (MySQLdb) connection in UTC, for streaming chunk SELECTs; a pymysql one where mysqlclient
     is not installed (a Spark Connect server that only got the shipped pure-Python code)."""
+    if p.ssl_mode == "verify_ca":
+        # MariaDB Connector/C (under mysqlclient) checks the host name too whenever it verifies a certificate
+        return connect(p)
     try:
         import MySQLdb
     except ImportError:
         return connect(p)
 
     try:
+        tls: dict[str, Any] = {"ssl_mode": p.ssl_mode.upper()} if p.ssl_mode != "preferred" else {}
+        if p.ssl_ca and p.ssl_mode in ("verify_ca", "verify_identity"):
+            tls["ssl"] = {"ca": p.ssl_ca}
         conn = MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
                                connect_timeout=max(1, int(round(p.connect_timeout))), autocommit=True,
-                               init_command=_SESSION_INIT)
+                               init_command=_SESSION_INIT, **tls)
     except MySQLdb.MySQLError as e:
         raise connect_error(p, e) from None
     return conn

@@ -3,6 +3,7 @@ default and meaning (the README's option table is generated from it and checked 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -28,6 +29,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("port", int, 3306, "server port, with host"),
     OptionSpec("user", str, None, "login user, with host"),
     OptionSpec("password", str, None, "login password, with host (data source options only, never SQL)"),
+    OptionSpec("ssl_mode", str, None, "TLS, with host: disabled, preferred, required, verify_ca, verify_identity "
+               "(a profile has its own)"),
+    OptionSpec("ssl_ca", str, None, "CA certificate file (PEM), with host and ssl_mode verify_ca/verify_identity"),
     OptionSpec("tables", str, None, "comma-separated regular expressions matched against 'db.table'"),
     OptionSpec("table", str, None, "one table as 'db.table' (snapshot function, data source)"),
     OptionSpec("chunk_size", int, 8096, "rows per chunk"),
@@ -64,6 +68,12 @@ WATERMARKS = ("auto", "snapshot", "gtid", "position")
 STARTUP_MODES = ("initial", "snapshot", "latest", "earliest", "offset", "timestamp")
 
 
+# TLS to the server, as MySQL's clients name it: disabled, preferred (TLS when the server offers it, the
+# drivers' default), required (TLS, certificate not checked), verify_ca (the certificate is signed by ssl_ca, or
+# by the system's CAs), verify_identity (verify_ca, and the certificate names the host)
+SSL_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
+
+
 @dataclass(frozen=True)
 class ConnectionProfile:
     host: str
@@ -71,9 +81,16 @@ class ConnectionProfile:
     user: str = "root"
     password: str = field(default="", repr=False)
     connect_timeout: float = 10.0
+    ssl_mode: str = "preferred"
+    ssl_ca: str | None = None  # a CA certificate file (PEM) for verify_ca / verify_identity
+
+    def __post_init__(self) -> None:
+        if self.ssl_mode not in SSL_MODES:
+            raise ConfigError(f"bad ssl_mode {self.ssl_mode!r}; expected one of {', '.join(SSL_MODES)}")
 
     def __repr__(self) -> str:  # never show the password
-        return f"ConnectionProfile(host={self.host!r}, port={self.port!r}, user={self.user!r})"
+        tls = "" if self.ssl_mode == "preferred" else f", ssl_mode={self.ssl_mode!r}"
+        return f"ConnectionProfile(host={self.host!r}, port={self.port!r}, user={self.user!r}{tls})"
 
     __str__ = __repr__
 
@@ -85,6 +102,8 @@ class CdcOptions:
     port: int = 3306
     user: str | None = None
     password: str | None = field(default=None, repr=False)
+    ssl_mode: str | None = None
+    ssl_ca: str | None = None
     tables: str | None = None
     table: str | None = None
     chunk_size: int = 8096
@@ -198,24 +217,55 @@ PROFILES_FILE_ENV = "MYSQL_CDC_PROFILES_FILE"
 
 
 def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
-    """``mysql://user:password@host:port`` (user and password URL-encoded)."""
-    u = urllib.parse.urlsplit(url)
-    if u.scheme not in ("mysql", "mariadb") or not u.hostname:
-        raise ConfigError(f"profile {name!r}: expected a URL like mysql://user:password@host:3306 "
-                          f"(scheme {u.scheme!r}, host {u.hostname!r})")
-    return ConnectionProfile(host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or "root"),
-                             password=urllib.parse.unquote(u.password or ""))
+    """``mysql://user:password@host:port[?ssl-mode=verify_ca&ssl-ca=/path/ca.pem]``.
+
+    Parsed strictly, and never echoed (it holds the password): the user info ends at the LAST ``@``, so a
+    password with ``@``, ``#``, ``/`` or ``?`` may be written as it is or URL-encoded.
+
+    >>> p = profile_from_url("mysql://cdc:p@ss#w/rd?x@db.example:3307?ssl-mode=required")
+    >>> (p.user, p.password, p.host, p.port, p.ssl_mode)
+    ('cdc', 'p@ss#w/rd?x', 'db.example', 3307, 'required')
+    """
+    bad = f"profile {name!r}: expected a URL like mysql://user:password@host:3306[?ssl-mode=...&ssl-ca=...]"
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("mysql", "mariadb"):
+        raise ConfigError(bad + " (the scheme must be mysql:// or mariadb://)")
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not at:
+        userinfo, hostpart = "", rest
+    hostport, _, query = hostpart.partition("?")
+    hostport = hostport.rstrip("/")
+    user, _, password = userinfo.partition(":")
+    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+)(?::(\d{1,5}))?", hostport)
+    if not m:
+        raise ConfigError(bad + " (the part after the last '@' is not host[:port])")
+    params: dict[str, str] = {}
+    for part in filter(None, query.split("&")):
+        key, _, value = part.partition("=")
+        params[urllib.parse.unquote(key).replace("-", "_").lower()] = urllib.parse.unquote(value)
+    unknown = sorted(set(params) - {"ssl_mode", "ssl_ca", "connect_timeout"})
+    if unknown:
+        raise ConfigError(bad + f" (unknown URL parameter(s) {unknown!r}; known: ssl-mode, ssl-ca, connect-timeout)")
+    try:
+        return ConnectionProfile(host=m.group(1).strip("[]"), port=int(m.group(2) or 3306),
+                                 user=urllib.parse.unquote(user) or "root", password=urllib.parse.unquote(password),
+                                 connect_timeout=float(params.get("connect_timeout", 10.0)),
+                                 ssl_mode=params.get("ssl_mode", "preferred").lower(), ssl_ca=params.get("ssl_ca"))
+    except ValueError:
+        raise ConfigError(bad + " (connect-timeout must be a number)") from None
 
 
 def profile_from_mapping(d: Mapping[str, Any], name: str = "?") -> ConnectionProfile:
-    unknown = set(d) - {"host", "port", "user", "password", "connect_timeout"}
+    unknown = set(d) - {"host", "port", "user", "password", "connect_timeout", "ssl_mode", "ssl_ca"}
     if unknown or "host" not in d:
-        raise ConfigError(f"profile {name!r}: needs 'host' and may have port, user, password, connect_timeout; "
-                          f"unknown keys {sorted(unknown)!r}")
+        raise ConfigError(f"profile {name!r}: needs 'host' and may have port, user, password, connect_timeout, "
+                          f"ssl_mode, ssl_ca; unknown keys {sorted(unknown)!r}")
     try:
         return ConnectionProfile(host=str(d["host"]), port=int(d.get("port", 3306)), user=str(d.get("user", "root")),
                                  password=str(d.get("password", "")),
-                                 connect_timeout=float(d.get("connect_timeout", 10.0)))
+                                 connect_timeout=float(d.get("connect_timeout", 10.0)),
+                                 ssl_mode=str(d.get("ssl_mode", "preferred")).lower(),
+                                 ssl_ca=None if d.get("ssl_ca") is None else str(d["ssl_ca"]))
     except (TypeError, ValueError):
         raise ConfigError(f"profile {name!r}: port and connect_timeout must be numbers") from None
 
@@ -229,7 +279,8 @@ def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile
     if opts.host:
         if opts.source:
             raise ConfigError(f"give either source={opts.source!r} or host={opts.host!r}, not both")
-        return ConnectionProfile(opts.host, opts.port, opts.user or "root", opts.password or "", timeout)
+        return ConnectionProfile(opts.host, opts.port, opts.user or "root", opts.password or "", timeout,
+                                 (opts.ssl_mode or "preferred").lower(), opts.ssl_ca)
     if not opts.source:
         raise ConfigError("no connection: set source => '<profile>' (or the data source options host, user, "
                           "password)")
@@ -255,5 +306,5 @@ def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile
             f"profiles={{{name!r}: ...}}), or set ${PROFILE_ENV_PREFIX}{re.sub(r'[^A-Za-z0-9]', '_', name).upper()}"
             f"=mysql://user:password@host:port, or add it to the JSON file named by ${PROFILES_FILE_ENV}")
     if timeout != prof.connect_timeout and opts.connect_timeout != 10.0:
-        prof = ConnectionProfile(prof.host, prof.port, prof.user, prof.password, timeout)
+        prof = dataclasses.replace(prof, connect_timeout=timeout)
     return prof

@@ -60,7 +60,8 @@ META_COLUMNS = (("__op", "STRING"), ("__database", "STRING"), ("__table", "STRIN
 _META_NULLABLE = {"__chunk_id", "__position", "__file", "__pos", "__row", "__gtid", "__commit_ts"}
 _META_ARROW = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "TIMESTAMP": pa.timestamp("us", "UTC")}
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
-SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS if o.key not in ("host", "port", "user", "password", "partitions"))
+SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS
+                        if o.key not in ("host", "port", "user", "password", "ssl_mode", "ssl_ca", "partitions"))
 
 
 _SIMPLE: dict[str, DataType] = {

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mysql_cdc.chunks import TableId
-from mysql_cdc.connect import connect
+from mysql_cdc.connect import connect, tls_kwargs
 from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.offsets import BinlogOffset, GtidSet
 from mysql_cdc.options import ConnectionProfile
@@ -367,7 +367,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         return
     settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.password,
                 "charset": "utf8mb4", "connect_timeout": max(1, int(round(profile.connect_timeout))),
-                "init_command": "SET SESSION time_zone = '+00:00'", "read_timeout": READ_TIMEOUT}
+                "init_command": "SET SESSION time_zone = '+00:00'", "read_timeout": READ_TIMEOUT,
+                **tls_kwargs(profile)}
     kw: dict[str, Any] = {}
     if auto_position:
         kw["auto_position"] = start.gtids or ""

@@ -36,6 +36,9 @@ def fast_columns(schema: TableSchema) -> list[str] | None:
 
 def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *, extra: Sequence[str] = (),
                 pre: Sequence[str] = ()) -> pa.Table:
+    if profile.ssl_mode in ("required", "verify_ca", "verify_identity"):
+        # connectorx is given a URL and cannot be held to a CA file: TLS that must be verified goes the other path
+        raise FastPathUnavailable(f"ssl_mode {profile.ssl_mode!r} is read by the mysqlclient path")
     exprs = fast_columns(schema)
     if exprs is None:
         raise FastPathUnavailable(f"table {str(schema.table)!r} has column types the Arrow path does not read")
