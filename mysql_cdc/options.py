@@ -28,7 +28,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("host", str, None, "server host, instead of a profile (data source options only)"),
     OptionSpec("port", int, 3306, "server port, with host"),
     OptionSpec("user", str, None, "login user, with host"),
-    OptionSpec("password", str, None, "login password, with host (data source options only, never SQL)"),
+    OptionSpec("password", str, None, "with host: where the password is read, 'env:VAR' or 'file:/path' (where the "
+               "query runs); a literal password is refused (data source options only, never SQL)"),
     OptionSpec("ssl_mode", str, None, "TLS, with host: disabled, preferred, required, verify_ca, verify_identity "
                "(a profile has its own)"),
     OptionSpec("ssl_ca", str, None, "CA certificate file (PEM), with host and ssl_mode verify_ca/verify_identity"),
@@ -214,6 +215,36 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
 
 PROFILE_ENV_PREFIX = "MYSQL_CDC_PROFILE_"
 PROFILES_FILE_ENV = "MYSQL_CDC_PROFILES_FILE"
+PASSWORD_ENV_PREFIX = "MYSQL_CDC_PASSWORD_"
+
+
+def secret_reference(value: str | None) -> str:
+    """The password an option names: ``env:VAR`` (an environment variable) or ``file:/path`` (a file's first
+    line), read where the query runs. A literal is refused: option values travel in the query itself, which
+    Spark Connect writes to its event log and shows in its UI.
+
+    >>> os.environ["MYSQL_CDC_DOCTEST_PW"] = "s3cret"
+    >>> secret_reference("env:MYSQL_CDC_DOCTEST_PW"), secret_reference(None)
+    ('s3cret', '')
+    """
+    if value is None or value == "":
+        return ""
+    kind, sep, ref = value.partition(":")
+    if sep and kind == "env":
+        if ref not in os.environ:
+            raise ConfigError(f"password option names the environment variable {ref!r}, which is not set where the "
+                              "query runs (the Spark driver and executors, or the Spark Connect server)")
+        return os.environ[ref]
+    if sep and kind == "file":
+        try:
+            with open(ref, encoding="utf-8") as f:
+                return f.readline().rstrip("\r\n")
+        except OSError as e:
+            raise ConfigError(f"password option names the file {ref!r}, which cannot be read where the query "
+                              f"runs ({type(e).__name__})") from None
+    raise ConfigError("the password option holds a literal password, which would travel in the query itself "
+                      "(Spark Connect writes it to its event log and UI): give password => 'env:VAR' or "
+                      "'file:/path' (read where the query runs), or use a connection profile (source => ...)")
 
 
 def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
@@ -279,17 +310,23 @@ def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile
     if opts.host:
         if opts.source:
             raise ConfigError(f"give either source={opts.source!r} or host={opts.host!r}, not both")
-        return ConnectionProfile(opts.host, opts.port, opts.user or "root", opts.password or "", timeout,
-                                 (opts.ssl_mode or "preferred").lower(), opts.ssl_ca)
+        return ConnectionProfile(opts.host, opts.port, opts.user or "root", secret_reference(opts.password),
+                                 timeout, (opts.ssl_mode or "preferred").lower(), opts.ssl_ca)
     if not opts.source:
         raise ConfigError("no connection: set source => '<profile>' (or the data source options host, user, "
                           "password)")
     name = opts.source
     prof: ConnectionProfile | None = (registered or {}).get(name)
     if prof is None:
-        env = os.environ.get(PROFILE_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name).upper())
+        suffix = re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+        env = os.environ.get(PROFILE_ENV_PREFIX + suffix)
         if env:
             prof = profile_from_url(env, name)
+            # a password in a variable of its own: Spark redacts settings named like *PASSWORD* (event log, UI),
+            # so spark.executorEnv.MYSQL_CDC_PASSWORD_<NAME> keeps it out of them, unlike the URL's
+            password = os.environ.get(PASSWORD_ENV_PREFIX + suffix)
+            if password is not None:
+                prof = dataclasses.replace(prof, password=password)
     if prof is None and os.environ.get(PROFILES_FILE_ENV):
         path = os.environ[PROFILES_FILE_ENV]
         try:

@@ -115,12 +115,16 @@ def _repo_env(with_repo: bool) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def classic_spark() -> Iterator[Any]:
+def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ.update({k: v for k, v in _repo_env(True).items() if k in ("PYTHONPATH", "PYSPARK_PYTHON")})
     os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     from pyspark.sql import SparkSession
 
+    events = tmp_path_factory.mktemp("classic-events")  # the event log: tests check no secret reaches it
+    os.environ["MYSQL_CDC_CLASSIC_EVENT_DIR"] = str(events)
     spark = (SparkSession.builder.master("local[2]").appName("mysql-cdc-tests")
+             .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", f"file://{events}")
+             .config("spark.eventLog.compress", "false")
              .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1").config("spark.sql.shuffle.partitions", "4")
              .getOrCreate())
@@ -155,7 +159,10 @@ class ConnectServer:
                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                "--conf", f"spark.connect.grpc.binding.port={self.port}",
                "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4"]
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
+               "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{self.work}/events",
+               "--conf", "spark.eventLog.compress=false"]
+        os.makedirs(self.work / "events", exist_ok=True)
         subprocess.run(cmd, env=self.env, check=True, cwd=str(self.work), capture_output=True)
 
         def port_open() -> bool:
@@ -195,6 +202,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         srv.start()
         os.environ["MYSQL_CDC_CONNECT_LOG_DIR"] = str(srv.work / "logs")
+        os.environ["MYSQL_CDC_CONNECT_EVENT_DIR"] = str(srv.work / "events")
         yield srv.url
     finally:
         srv.stop()

@@ -62,16 +62,39 @@ def test_profiles_resolve_from_registration_environment_and_file(tmp_path: Any,
 
 def test_passwords_never_show_in_reprs() -> None:
     prof = ConnectionProfile("h", 1, "u", "p1-secret")
-    opts = parse_options({"host": "h", "password": "p2-secret"})
+    opts = parse_options({"host": "h", "password": "file:/p2-secret"})
     for text in (repr(prof), str(prof), repr(opts), str(opts)):
         assert "secret" not in text
+
+
+def test_a_password_option_is_a_reference_never_a_literal(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Option values travel in the query itself, which Spark Connect writes to its event log: a password option
+    names where the password is read (env:, file:), and a literal one is refused without being echoed."""
+    pw = tmp_path / "pw"
+    pw.write_text("from-a-file\n")
+    monkeypatch.setenv("CDC_TEST_PW", "from-env")
+    assert resolve_profile(parse_options({"host": "h", "password": f"file:{pw}"})).password == "from-a-file"
+    assert resolve_profile(parse_options({"host": "h", "password": "env:CDC_TEST_PW"})).password == "from-env"
+    with pytest.raises(ConfigError, match="literal password") as e:
+        resolve_profile(parse_options({"host": "h", "password": "hunter2-literal"}))
+    assert "hunter2" not in str(e.value)
+    with pytest.raises(ConfigError, match="'CDC_TEST_NOPE', which is not set"):
+        resolve_profile(parse_options({"host": "h", "password": "env:CDC_TEST_NOPE"}))
+    with pytest.raises(ConfigError, match="cannot be read"):
+        resolve_profile(parse_options({"host": "h", "password": f"file:{tmp_path}/none"}))
+    # a profile's password in a variable of its own, which Spark redacts (its name says PASSWORD)
+    monkeypatch.setenv("MYSQL_CDC_PROFILE_SHOP_EU", "mysql://cdc@db.internal:3306")
+    monkeypatch.setenv("MYSQL_CDC_PASSWORD_SHOP_EU", "p@ss/word")
+    prof = resolve_profile(parse_options({"source": "shop-eu"}))
+    assert (prof.user, prof.password, prof.host) == ("cdc", "p@ss/word", "db.internal")
 
 
 def test_public_face_and_pure_logic_load_no_spark_and_no_driver() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, mysql_cdc, mysql_cdc.chunks, mysql_cdc.sql, udtf.correct, udtf.convert, mysql_cdc.offsets; "
+    code = ("import sys, mysql_cdc, mysql_cdc.chunks, mysql_cdc.sql, mysql_cdc.types, mysql_cdc.udtf.correct, "
+            "mysql_cdc.udtf.emit, mysql_cdc.udtf.convert, mysql_cdc.offsets; "
             "print(sorted(m for m in ('pyspark', 'pymysql', 'MySQLdb', 'connectorx', 'pymysqlreplication') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

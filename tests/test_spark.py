@@ -148,8 +148,11 @@ def test_no_password_in_plans_errors_logs_or_state(spark: Any, info: ServerInfo,
         tables => '{db}[.]t', chunk_size => 10)), source => 'src', table => '{db}.t', state_dir => '{state}')""")
     texts.append(_explain(sql))
     assert sql.count() == 50
+    # a password option names where the password is (here a file the server can read), never the password
+    pw_file = tmp_path / "pw"
+    pw_file.write_text(secret + "\n")
     ds = (spark.read.format("mysql_cdc").option("host", profile.host).option("port", profile.port)
-          .option("user", profile.user).option("password", secret).option("table", f"{db}.t").load())
+          .option("user", profile.user).option("password", f"file:{pw_file}").option("table", f"{db}.t").load())
     texts.append(_explain(ds))
     assert ds.count() == 50
     for bad in (f"{db}.missing", "nodb.t"):
@@ -173,11 +176,24 @@ def test_no_password_in_plans_errors_logs_or_state(spark: Any, info: ServerInfo,
     assert len(texts) > 6
     for t in texts:
         assert secret not in t
+    with pytest.raises(Exception, match="literal password") as literal:  # refused, and not echoed
+        (spark.read.format("mysql_cdc").option("host", profile.host).option("port", profile.port)
+         .option("user", profile.user).option("password", "Literal-" + secret[::-1]).option("table", f"{db}.t")
+         .load().count())
+    assert secret[::-1] not in str(literal.value)
     if _is_connect(spark):
         logs = glob.glob(os.path.join(os.environ.get("MYSQL_CDC_CONNECT_LOG_DIR", "/nonexistent"), "*"))
         assert logs, "the Connect server's log files should be readable"
         for p in logs:
             assert secret not in _text(p), p
+    # the event log (Spark Connect records each statement's text there): it holds the queries, not the secret
+    events = os.environ.get("MYSQL_CDC_CONNECT_EVENT_DIR" if _is_connect(spark) else "MYSQL_CDC_CLASSIC_EVENT_DIR")
+    text = _event_log_text(events or "/nonexistent")
+    assert text, "the event log should be written"
+    assert f"{db}.t" in text
+    if _is_connect(spark):  # statement texts are logged there: a literal password would have been too
+        assert f"file:{pw_file}" in text
+    assert secret not in text
 
 
 def _explain(df: Any) -> str:
@@ -189,6 +205,12 @@ def _explain(df: Any) -> str:
     return text
 
 
+def _event_log_text(folder: str) -> str:
+    """Every event log file under ``folder`` (Spark 4 writes rolling logs as folders of files)."""
+    return "".join(_text(p) for p in glob.glob(os.path.join(folder, "**", "*"), recursive=True)
+                   if os.path.isfile(p))
+
+
 def _text(path: str) -> str:
     with open(path, errors="replace") as f:
         return f.read()
@@ -196,3 +218,51 @@ def _text(path: str) -> str:
 
 def _json(path: str) -> Any:
     return json.loads(_text(path))
+
+
+_CLUSTER_JOB = """
+import sys
+from pyspark.sql import SparkSession
+import mysql_cdc
+
+events, table = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[2]").appName("executor-env-profile")
+         .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.driver.host", "127.0.0.1")
+         .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", "file://" + events)
+         .config("spark.eventLog.compress", "false")
+         .config("spark.executorEnv.MYSQL_CDC_PROFILE_EV", sys.stdin.readline().strip())
+         .config("spark.executorEnv.MYSQL_CDC_PASSWORD_EV", sys.stdin.readline().strip())
+         .getOrCreate())
+mysql_cdc.register(spark)
+print(spark.read.format("mysql_cdc").option("source", "ev").option("table", table).load().count())
+spark.stop()
+"""
+
+
+def test_a_profile_set_the_cluster_way_stays_out_of_the_event_log(classic_spark: Any, info: ServerInfo,
+                                                                 profile: ConnectionProfile, db: str, root: Any,
+                                                                 tmp_path: Any) -> None:
+    """spark.executorEnv.MYSQL_CDC_PROFILE_<NAME> with the password in the URL was written to the event log
+    (Spark redacts settings named like passwords, not that one); the password goes in
+    spark.executorEnv.MYSQL_CDC_PASSWORD_<NAME>, which Spark redacts, and the URL holds none."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, _repo_env
+
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    insert_rows(root, "t", ["id"], [(i,) for i in range(7)])
+    events = tmp_path / "events"
+    events.mkdir()
+    job = tmp_path / "job.py"
+    job.write_text(_CLUSTER_JOB)
+    url = f"mysql://{profile.user}@{profile.host}:{profile.port}"  # no password in it
+    out = subprocess.run([sys.executable, str(job), str(events), f"{db}.t"], input=f"{url}\n{profile.password}\n",
+                         env=_repo_env(True), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "7"
+    text = _event_log_text(str(events))
+    assert '"Event":"SparkListenerEnvironmentUpdate"' in text  # plain JSON lines: a secret would be found
+    assert "MYSQL_CDC_PASSWORD_EV" in text and url in text  # the settings are logged, the password redacted
+    assert profile.password not in text
