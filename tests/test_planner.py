@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mysql_cdc.chunks import Chunk, TableId
-from mysql_cdc.connect import ServerFacts
+from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ChunkKeyError, ConnectError, PrivilegeError, ServerSettingError, TableError
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import describe_table, plan_tables
@@ -98,6 +98,30 @@ def test_chunks_partition_the_key_space(info: ServerInfo, profile: ConnectionPro
         assert len(widths) == 1 and len(chunks) >= 40
     else:
         assert max(len(ks) for ks in per_chunk) <= 7
+
+
+def test_a_dense_run_of_keys_inside_an_even_spread_is_split_again(profile: ConnectionProfile, db: str,
+                                                                   root: Any) -> None:
+    """The distribution factor chose evenly sized ranges, but 3,000 of the 6,000 keys sit in the first range:
+    that chunk held six times chunk_size rows. Ranges the optimizer estimates above 4x chunk_size are split
+    again at keys the server finds, so no chunk is far above chunk_size."""
+    from mysql_cdc.planner.splitter import approx_rows, even_bounds
+
+    root.cursor().execute("CREATE TABLE skew (id BIGINT PRIMARY KEY, v INT)")
+    keys = list(range(1, 3001)) + [10**6 + 1000 * i for i in range(3000)]
+    insert_rows(root, "skew", ["id", "v"], [(k, 0) for k in keys])
+    root.cursor().execute("ANALYZE TABLE skew")
+    schema = plan_tables(profile, parse_options({"tables": f"{db}[.]skew"}))[1][0].schema
+    conn = connect(profile)
+    try:  # the even path is what the planner takes for these keys
+        assert even_bounds(1, max(keys), approx_rows(conn, schema), 500, 0.05, 1000.0) is not None
+    finally:
+        conn.close()
+    chunks = _plan(profile, f"{db}\\.skew", chunk_size=500)
+    per_chunk = _keys_per_chunk(root, chunks, ["id"])
+    assert sorted(k for ks in per_chunk for (k,) in ks) == keys  # still every key exactly once
+    assert max(len(ks) for ks in per_chunk) <= 2 * 500, [len(ks) for ks in per_chunk]
+    assert [c.index for c in chunks] == list(range(len(chunks)))
 
 
 def test_composite_key_chunks(profile: ConnectionProfile, db: str, root: Any) -> None:
