@@ -115,3 +115,16 @@ def test_binlog_function_startup_modes_and_end(spark: Any, profile: ConnectionPr
         _binlog(spark, db, startup="offset", startup_offset=f"{file}:999999999")
     with pytest.raises(Exception, match=r"bad end 'soon'; expected 'latest' or 'file:pos'"):
         _binlog(spark, db, startup="latest", end="soon")
+    # a position inside an event is told apart from a purged file (server error 1236 for both)
+    with pytest.raises(Exception, match=r"a position must be the end of an event") as inside:
+        _binlog(spark, db, startup="offset", startup_offset=f"{file}:{pos + 1}")
+    assert "purged" not in str(inside.value)
+    # a DDL of the table inside the range: the read ends just before it, a read from there stops
+    cur.execute("DELETE FROM t WHERE id = 3")
+    pre_file, pre_pos, _ = binlog_end(root)
+    cur.execute("ALTER TABLE t ADD INDEX iv (v)")
+    cur.execute("INSERT INTO t VALUES (6, 6, 'f')")
+    before = _binlog(spark, db, startup="offset", startup_offset=f"{mid_file}:{mid_pos}")
+    assert [(r["__op"], r["id"]) for r in before] == [("-D", 1), ("-D", 3)]
+    with pytest.raises(Exception, match=r"SchemaChangedError: table '[^']+' changed at .*ADD INDEX"):
+        _binlog(spark, db, startup="offset", startup_offset=f"{pre_file}:{pre_pos}")

@@ -149,6 +149,9 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             profile = resolve_profile(self.opts, self._profiles)
             phase, start = binlog_phase(profile, self.facts, self.schema, self.opts)
             end = parse_end(self.opts.end, profile, self.facts)
+            # a DDL of the table inside the range: the read ends at the boundary before it (every change before
+            # it is returned), and a read that starts there stops with SchemaChangedError
+            end = phase.batch_end(start, end)
             for ch in phase.changes(start, end):
                 yield (*ch.values, *change_meta(ch))
 
