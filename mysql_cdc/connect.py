@@ -95,8 +95,9 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
 def connect_fast(p: ConnectionProfile) -> Any:
     """A mysqlclient (MySQLdb) connection in UTC, for streaming chunk SELECTs; a pymysql one where mysqlclient
     is not installed (a Spark Connect server that only got the shipped pure-Python code)."""
-    if p.ssl_mode == "verify_ca":
-        # MariaDB Connector/C (under mysqlclient) checks the host name too whenever it verifies a certificate
+    if p.ssl_mode in ("verify_ca", "verify_identity"):
+        # certificates are verified by pymysql: MariaDB Connector/C (under mysqlclient) checks the host name too
+        # whenever it verifies one, and its handling of ssl_mode was not found to be enforced (below)
         return connect(p)
     try:
         import MySQLdb
@@ -112,6 +113,18 @@ def connect_fast(p: ConnectionProfile) -> Any:
                                init_command=_SESSION_INIT, **tls)
     except MySQLdb.MySQLError as e:
         raise connect_error(p, e) from None
+    if p.ssl_mode == "required":
+        # MariaDB Connector/C connected in plain text to a server without TLS despite ssl_mode=REQUIRED (measured):
+        # the session itself says whether it is encrypted
+        cur = conn.cursor()
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        row = cur.fetchone()
+        cur.close()
+        if not row or not row[1]:
+            conn.close()
+            raise ConnectError(f"TLS to {p.host}:{p.port} failed with ssl_mode 'required': the server accepted a "
+                               "connection without TLS (it offers none); enable TLS on the server, or check the "
+                               "profile's ssl_mode and ssl_ca")
     return conn
 
 

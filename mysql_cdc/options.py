@@ -250,33 +250,41 @@ def secret_reference(value: str | None) -> str:
 def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
     """``mysql://user:password@host:port[?ssl-mode=verify_ca&ssl-ca=/path/ca.pem]``.
 
-    Parsed strictly, and never echoed (it holds the password): the user info ends at the LAST ``@``, so a
-    password with ``@``, ``#``, ``/`` or ``?`` may be written as it is or URL-encoded.
+    Parsed strictly, and never echoed (it holds the password). The user info ends at the first ``@`` that a
+    host[:port] and known parameters follow, so a password with ``@``, ``#``, ``/`` or ``?`` may be written as
+    it is; percent-encoded sequences (``%40``) are decoded, so a literal ``%`` is written ``%25``.
 
     >>> p = profile_from_url("mysql://cdc:p@ss#w/rd?x@db.example:3307?ssl-mode=required")
     >>> (p.user, p.password, p.host, p.port, p.ssl_mode)
     ('cdc', 'p@ss#w/rd?x', 'db.example', 3307, 'required')
+    >>> q = profile_from_url("mysql://u:p@db:3306?ssl-mode=verify_identity&ssl-ca=/certs/ca@prod.pem")
+    >>> (q.host, q.ssl_mode, q.ssl_ca)
+    ('db', 'verify_identity', '/certs/ca@prod.pem')
     """
     bad = f"profile {name!r}: expected a URL like mysql://user:password@host:3306[?ssl-mode=...&ssl-ca=...]"
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in ("mysql", "mariadb"):
         raise ConfigError(bad + " (the scheme must be mysql:// or mariadb://)")
-    userinfo, at, hostpart = rest.rpartition("@")
-    if not at:
-        userinfo, hostpart = "", rest
-    hostport, _, query = hostpart.partition("?")
-    hostport = hostport.rstrip("/")
+    # the user info ends at the first '@' after which a host[:port] and known parameters follow: a password may
+    # hold '@', '#', '/' or '?', and an '@' in a parameter (a CA file's name) does not move the host
+    found = None
+    for i in [-1] + [k for k, ch in enumerate(rest) if ch == "@"]:
+        hostport, _, query = rest[i + 1:].partition("?")
+        m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:/\[\]@?#]+)(?::(\d{1,5}))?/?", hostport)
+        if m is None:
+            continue
+        params: dict[str, str] = {}
+        for part in filter(None, query.split("&")):
+            key, _, value = part.partition("=")
+            params[urllib.parse.unquote(key).replace("-", "_").lower()] = urllib.parse.unquote(value)
+        if set(params) <= {"ssl_mode", "ssl_ca", "connect_timeout"}:
+            found = (rest[:i] if i >= 0 else "", m, params)
+            break
+    if found is None:
+        raise ConfigError(bad + " (no host[:port] with known parameters (ssl-mode, ssl-ca, connect-timeout) "
+                          "follows an '@')")
+    userinfo, m, params = found
     user, _, password = userinfo.partition(":")
-    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+)(?::(\d{1,5}))?", hostport)
-    if not m:
-        raise ConfigError(bad + " (the part after the last '@' is not host[:port])")
-    params: dict[str, str] = {}
-    for part in filter(None, query.split("&")):
-        key, _, value = part.partition("=")
-        params[urllib.parse.unquote(key).replace("-", "_").lower()] = urllib.parse.unquote(value)
-    unknown = sorted(set(params) - {"ssl_mode", "ssl_ca", "connect_timeout"})
-    if unknown:
-        raise ConfigError(bad + f" (unknown URL parameter(s) {unknown!r}; known: ssl-mode, ssl-ca, connect-timeout)")
     try:
         return ConnectionProfile(host=m.group(1).strip("[]"), port=int(m.group(2) or 3306),
                                  user=urllib.parse.unquote(user) or "root", password=urllib.parse.unquote(password),

@@ -33,6 +33,10 @@ G, H = TableId("d", "größe"), TableId("d", "表")
     ("alter table d.größe drop column v", "x", [G]),
     ("ALTER TABLE größer ADD c INT", "d", []),
     ("DROP TABLE 表", "d", [H]),
+    # comments of each kind and MariaDB's SET STATEMENT before the verb (they hid the statement)
+    ("-- deploy 42\nALTER TABLE t ADD c INT", "d", [T]),
+    ("# note\nDROP TABLE t", "d", [T]),
+    ("SET STATEMENT max_statement_time=10 FOR ALTER TABLE t ADD c INT", "d", [T]),
 ])
 def test_ddl_tables(statement: str, default_db: str, hit: list[TableId]) -> None:
     assert ddl_tables(statement, default_db, {T, U, G, H}) == hit

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 MODULES = ["mysql_cdc.sql", "mysql_cdc.chunks", "mysql_cdc.types", "mysql_cdc.offsets", "mysql_cdc.state.store",
-           "mysql_cdc.udtf.binlog", "mysql_cdc.planner.validate",
+           "mysql_cdc.udtf.binlog", "mysql_cdc.planner.validate", "mysql_cdc.options",
            "mysql_cdc.udtf.binlog_events",
            "mysql_cdc.udtf.correct", "mysql_cdc.udtf.convert", "mysql_cdc.udtf.emit", "mysql_cdc.udtf.snapshot"]
 

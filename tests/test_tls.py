@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mysql_cdc.connect import connect
+from mysql_cdc.connect import connect, connect_fast
 from mysql_cdc.errors import ConfigError, ConnectError
 from mysql_cdc.options import ConnectionProfile, parse_options, profile_from_mapping, profile_from_url
 from mysql_cdc.planner.plan import plan_tables
@@ -22,8 +22,9 @@ from tests.helpers import insert_rows
 from tests.servers import ServerProcess
 
 
-def _cipher(profile: ConnectionProfile) -> str:
-    conn = connect(profile)
+def _cipher(profile: ConnectionProfile, fast: bool = False) -> str:
+    """The session's TLS cipher, over pymysql or (``fast``) the mysqlclient connection of the SELECT path."""
+    conn = connect_fast(profile) if fast else connect(profile)
     try:
         cur = conn.cursor()
         cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
@@ -61,6 +62,8 @@ def test_tls_settings_are_honoured_by_every_connection(server: ServerProcess, pr
                                                    rf"'{mode}'.*ssl_mode and ssl_ca"):
                 plan_tables(dataclasses.replace(profile, ssl_mode=mode), opts)
         assert plan_tables(dataclasses.replace(profile, ssl_mode="disabled"), opts)[1][0].chunks
+        with pytest.raises(ConnectError, match="TLS to .* failed with ssl_mode 'required'"):  # mysqlclient too
+            connect_fast(dataclasses.replace(profile, ssl_mode="required"))
         return
     ca = Path(info.datadir) / "ca.pem"
     assert ca.is_file(), f"MySQL made no certificates in {info.datadir}"
@@ -84,6 +87,13 @@ def test_tls_settings_are_honoured_by_every_connection(server: ServerProcess, pr
         changes = [(c.op, c.values[:2]) for c in phase.changes(ReadFrom(start), server_end(verified, facts))]
         assert changes == [("-U", (5, "v5")), ("+U", (5, "tls"))]
         assert _cipher(dataclasses.replace(profile, ssl_mode="required")) != ""
+        assert _cipher(dataclasses.replace(profile, ssl_mode="required"), fast=True) != ""  # mysqlclient
+        rows = [r for c in plans[0].chunks for b in SnapshotReader(dataclasses.replace(profile, ssl_mode="required"),
+                                                                   plans[0].schema, facts, opts, fast=False
+                                                                   ).read(c).batches for r in batch_to_rows(b)]
+        assert len(rows) == 100
+        with pytest.raises(ConnectError, match="TLS to .* failed with ssl_mode 'verify_identity'"):
+            connect_fast(dataclasses.replace(verified, ssl_mode="verify_identity"))
         # the server's own certificate names no host: verify_identity refuses it; a CA that did not sign it too
         with pytest.raises(ConnectError, match="TLS to .* failed with ssl_mode 'verify_identity'"):
             plan_tables(dataclasses.replace(verified, ssl_mode="verify_identity"), opts)

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 
 from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key
 from mysql_cdc.connect import ServerFacts, connect
-from mysql_cdc.errors import ConfigError, TableError
+from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
 from mysql_cdc.planner.plan import describe_table
 from mysql_cdc.schema import TableSchema
@@ -187,13 +187,24 @@ def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schema: TableSc
                        ), start
 
 
-def planned_table(profile: ConnectionProfile, opts: CdcOptions) -> tuple[ServerFacts, TableSchema]:
+def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False
+                  ) -> tuple[ServerFacts, TableSchema]:
     """The server's facts and the table's schema as this capture planned it: with a ``state_dir``, the schema
     recorded there when the capture first ran (recorded now if there is none), so that a stream restarted
     after a DDL still decodes the changes before the DDL with the columns they were written with, delivers
-    them, and stops at the DDL with :class:`SchemaChangedError`; without one, the current schema."""
+    them, and stops at the DDL with :class:`SchemaChangedError`; without one, the current schema.
+
+    A ``snapshot`` read selects the table as it is now: a recorded schema that differs from the current one is
+    an error (its rows would be read with the wrong columns), naming the fix."""
     assert opts.table is not None
     facts, current = describe_table(profile, opts, opts.table)
     if not opts.state_dir:
         return facts, current
-    return facts, StateStore(opts.state_dir).record_schema(current)
+    store = StateStore(opts.state_dir)
+    pinned = store.record_schema(current)
+    if snapshot and pinned != current:
+        raise StateError(f"state_dir {opts.state_dir!r} was planned with another schema of {str(current.table)!r} "
+                         f"(columns {list(pinned.column_names)!r}, chunk key {list(pinned.chunk_key)!r}; now "
+                         f"{list(current.column_names)!r}, {list(current.chunk_key)!r}): a snapshot reads the table "
+                         "as it is now, so give it a new state_dir")
+    return facts, pinned

@@ -12,7 +12,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from mysql_cdc.errors import ConfigError
+from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import StateStore
@@ -33,8 +33,13 @@ class MysqlCdcReader(DataSourceReader):
         self.opts = opts
         assert opts.table is not None
         self.facts, plans = plan_tables(profile, opts, [opts.table])
-        # with a state_dir, the schema the capture was planned with (see planned_table)
-        self.schema = StateStore(opts.state_dir).record_schema(plans[0].schema) if opts.state_dir else plans[0].schema
+        self.schema = plans[0].schema
+        if opts.state_dir:  # the same check as planned_table(snapshot=True): a recorded schema must be today's
+            pinned = StateStore(opts.state_dir).record_schema(self.schema)
+            if pinned != self.schema:
+                raise StateError(f"state_dir {opts.state_dir!r} was planned with another schema of "
+                                 f"{str(self.schema.table)!r}: a snapshot reads the table as it is now, so give "
+                                 "it a new state_dir")
         self.chunks = plans[0].chunks
 
     def partitions(self) -> list[InputPartition]:

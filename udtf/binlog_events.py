@@ -132,15 +132,22 @@ class SchemaChange:
     pos: int
 
 
-_DDL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|CREATE)\b", re.IGNORECASE | re.DOTALL)
+# what may stand before a statement's verb: comments of each kind (/* */, -- and # to the line end) and
+# MariaDB's SET STATEMENT var=value[, ...] FOR
+_LEAD = r"^(?:\s+|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$)|SET\s+STATEMENT\s.*?\sFOR\b)*"
+_DDL = re.compile(_LEAD + r"(ALTER|DROP|RENAME|TRUNCATE|CREATE)\b", re.IGNORECASE | re.DOTALL)
 # CREATE [TEMPORARY] TABLE (not CREATE OR REPLACE, which drops first): no existing table changes. A captured
 # table created inside the read range did not exist before it (its DROP would have stopped the read), so its
 # rows from here on have the shape they had at the start position, as every row before a DDL does.
-_CREATE_TABLE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*CREATE\s+(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
+_CREATE_TABLE = re.compile(_LEAD + r"CREATE\s+(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
 
 
-_DML = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:WITH\b.*?\b)?(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+(?:DATA|XML))\b",
+_DML = re.compile(_LEAD + r"(?:WITH\b.*?\b)?(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+(?:DATA|XML))\b",
                   re.IGNORECASE | re.DOTALL)
+# the one table an INSERT / REPLACE / LOAD writes (UPDATE and DELETE may write several: every named table counts)
+_INSERT_TARGET = re.compile(
+    r"(?:INSERT|REPLACE)(?:\s+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE))*(?:\s+INTO)?\s+"
+    r"|LOAD\s+(?:DATA|XML)\b.*?\bINTO\s+TABLE\s+", re.IGNORECASE | re.DOTALL)
 
 
 def _unquote(identifier: str) -> str:
@@ -187,7 +194,7 @@ def ddl_tables(statement: str, default_db: str, tables: set[TableId]) -> list[Ta
 
 
 def statement_dml_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
-    """Captured tables a data-changing statement logged as SQL text may change: a session that set
+    r"""Captured tables a data-changing statement logged as SQL text may change: a session that set
     binlog_format to STATEMENT or MIXED logs its changes that way, without row images, so they cannot be
     delivered (the read stops instead of skipping them).
 
@@ -197,9 +204,22 @@ def statement_dml_tables(statement: str, default_db: str, tables: set[TableId]) 
     []
     >>> statement_dml_tables("ALTER TABLE t ADD c INT", "d", {TableId("d", "t")})
     []
+    >>> statement_dml_tables("-- app x\n# y\nSET STATEMENT max_statement_time=1 FOR update t set a = 1", "d",
+    ...                      {TableId("d", "t")})
+    [TableId(database='d', table='t')]
+    >>> statement_dml_tables("INSERT INTO other SELECT * FROM t", "d", {TableId("d", "t")})  # t is only read
+    []
     """
-    if not _DML.match(statement):
+    m = _DML.match(statement)
+    if not m:
         return []
+    if m.group(1).upper() in ("INSERT", "REPLACE") or m.group(1).upper().startswith("LOAD"):
+        target = _INSERT_TARGET.search(statement, m.start(1))
+        if target is not None:
+            ident = re.match(r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|"
+                             r"[A-Za-z0-9_$\u0080-\uffff]+))?", statement[target.end():])
+            if ident is not None:
+                return mentioned_tables(ident.group(0), default_db, tables)
     return mentioned_tables(statement, default_db, tables)
 
 
@@ -445,8 +465,9 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 if q.upper() in ("BEGIN", "XA START") or q.upper().startswith("XA "):
                     continue
                 db = ev.schema.decode() if isinstance(ev.schema, bytes) else str(ev.schema or "")
+                late = skip_before is None or int(ev.timestamp) >= skip_before
                 as_text = statement_dml_tables(q, db, tables)
-                if as_text:
+                if as_text and late:
                     raise ServerSettingError(
                         f"a change to {str(as_text[0])!r} at {file}:{pos} was logged as an SQL statement, not as "
                         "row images (the writing session set binlog_format to STATEMENT or MIXED), so the binlog "

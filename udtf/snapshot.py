@@ -188,6 +188,9 @@ class SnapshotReader:
     def read(self, chunk: Chunk) -> ChunkRead:
         if chunk.table != self.schema.table:
             raise ConfigError(f"chunk {chunk.id!r} is not of table {str(self.schema.table)!r}")
+        if tuple(chunk.key_columns) != tuple(self.schema.chunk_key):
+            raise ConfigError(f"chunk {chunk.id!r} is split by {list(chunk.key_columns)!r}, but the table's chunk key "
+                              f"is {list(self.schema.chunk_key)!r}: plan the chunks again with the same chunk_key")
         if self.strategy == "snapshot" and self.fast and not self.hooks.after_low_watermark \
                 and not self.hooks.before_high_watermark:
             try:

@@ -5,6 +5,7 @@ the pickled class) and so that a Spark Connect session gets objects made for it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -94,7 +95,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             if not opts.table:
                 raise ConfigError("mysql_cdc_snapshot needs table => 'db.table' (the table its chunks belong to)")
             profile = resolve_profile(opts, MysqlCdcSnapshot._profiles)
-            facts, schema = planned_table(profile, opts)
+            facts, schema = planned_table(profile, opts, snapshot=True)
             # No partitioning requirement: each chunk row is read on its own, in the input's partitions. A
             # required PARTITION BY would add a shuffle of a few bytes that adaptive execution coalesces into
             # one task; `SELECT /*+ REPARTITION(n) */ ...` in the TABLE argument spreads the chunks instead.
@@ -151,7 +152,11 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             end = parse_end(self.opts.end, profile, self.facts)
             # a DDL of the table inside the range: the read ends at the boundary before it (every change before
             # it is returned), and a read that starts there stops with SchemaChangedError
-            end = phase.batch_end(start, end)
+            requested, end = end, phase.batch_end(start, end)
+            if end != requested:
+                logging.getLogger("mysql_cdc").warning(
+                    "mysql_cdc_binlog of %s ends at %s:%s, before a DDL statement of the table; a read from there "
+                    "stops with SchemaChangedError", self.schema.table, end.file, end.pos)
             for ch in phase.changes(start, end):
                 yield (*ch.values, *change_meta(ch))
 
