@@ -10,7 +10,7 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check .
 .venv/bin/mypy
 set +e
-# a hung run fails here instead of eating CI's whole budget (the suite takes about 4 minutes on 2 cores)
+# a hung run fails here instead of eating CI's whole budget (the suite takes about 20 minutes on 2 cores)
 timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-2400}" .venv/bin/python -m pytest -p no:cacheprovider "$@"
 rc=$?
 set -e

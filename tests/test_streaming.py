@@ -169,16 +169,21 @@ def _remote(url: str) -> Any:
     return RemoteSparkSession.builder.remote(url).create()
 
 
+def _session(kind: str, request: pytest.FixtureRequest) -> tuple[Any, Any]:
+    """(session, the remote session to stop afterwards or None): the classic one, or a new Connect session on
+    the server that has the plugin installed."""
+    if kind == "classic":
+        return request.getfixturevalue("classic_spark"), None
+    remote = _remote(request.getfixturevalue("plugin_connect").url)
+    return remote, remote
+
+
 @pytest.mark.parametrize("session", ["classic", "connect"])
 def test_stream_snapshot_then_binlog_mirror_equals_source(
         session: str, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str,
         root: Any, tmp_path: Any) -> None:
     _make_table(root)
-    remote = None
-    if session == "classic":
-        spark = request.getfixturevalue("classic_spark")
-    else:
-        remote = spark = _remote(request.getfixturevalue("plugin_connect").url)
+    spark, remote = _session(session, request)
     try:
         args = (_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), str(tmp_path / "out"))
         with Churn(info, db, seed=1) as churn:
@@ -403,11 +408,7 @@ def test_changes_just_before_a_ddl_are_delivered_before_the_stream_stops(
     batch, though the error said they were. A batch now ends at the DDL, and the next one stops the stream with
     the same clear error, also after a restart from the checkpoint."""
     _make_table(root)
-    remote = None
-    if session == "classic":
-        spark = request.getfixturevalue("classic_spark")
-    else:
-        remote = spark = _remote(request.getfixturevalue("plugin_connect").url)
+    spark, remote = _session(session, request)
     out = str(tmp_path / "out")
     args = (_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), out)
     extra = {"max_rows_per_batch": max_rows} if max_rows else {}

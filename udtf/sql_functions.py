@@ -70,8 +70,18 @@ class SnapshotAnalyzeResult(AnalyzeResult):
     options: CdcOptions | None = None
 
 
+class _AnalyzedTable:
+    """A table function whose ``analyze`` described one table: its schema, the server's facts, the options."""
+
+    def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
+        assert analyze_result.table_schema is not None and analyze_result.options is not None
+        self.schema = analyze_result.table_schema
+        self.facts = analyze_result.facts
+        self.opts = analyze_result.options
+
+
 def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
-    class MysqlCdcSnapshot:
+    class MysqlCdcSnapshot(_AnalyzedTable):
         """``mysql_cdc_snapshot(TABLE(chunks), source => ..., table => ...)``: each chunk's rows as of its high
         watermark, typed like the MySQL table, plus ``__op``, ``__database``, ``__table``, ``__chunk_id`` and
         ``__position`` (the chunk's high watermark as JSON). Chunks are read in the partitions of the TABLE
@@ -80,10 +90,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
         _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
 
         def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
-            assert analyze_result.table_schema is not None and analyze_result.options is not None
-            self.schema = analyze_result.table_schema
-            self.facts = analyze_result.facts
-            self.opts = analyze_result.options
+            super().__init__(analyze_result)
             self.reader: SnapshotReader | None = None
 
         @staticmethod
@@ -122,18 +129,12 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
 
 
 def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
-    class MysqlCdcBinlog:
+    class MysqlCdcBinlog(_AnalyzedTable):
         """``mysql_cdc_binlog(source => ..., table => ..., state_dir => ...)``: change rows of one table after
         its recorded snapshot (or from ``startup``), up to ``end`` (default: the binlog end when the read
         starts), typed like the snapshot, with the metadata columns."""
 
         _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
-
-        def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
-            assert analyze_result.table_schema is not None and analyze_result.options is not None
-            self.schema = analyze_result.table_schema
-            self.facts = analyze_result.facts
-            self.opts = analyze_result.options
 
         @staticmethod
         def analyze(**kwargs: AnalyzeArgument) -> AnalyzeResult:
