@@ -123,24 +123,17 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
 
 def _binlog_lag(ns: argparse.Namespace, offset: dict[str, Any]) -> str:
     """How far a binlog offset is behind the server's end, in bytes (binary log sizes from the server)."""
-    from mysql_cdc.connect import connect
-    from mysql_cdc.offsets import BinlogOffset
+    from mysql_cdc.offsets import binlog_file_key
     from mysql_cdc.options import parse_options, resolve_profile
+    from mysql_cdc.udtf.binlog import binary_logs
 
     try:
-        conn = connect(resolve_profile(parse_options(_opts(ns))))
-        try:
-            cur = conn.cursor()
-            cur.execute("SHOW BINARY LOGS")
-            files = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
-        finally:
-            conn.close()
+        files = binary_logs(resolve_profile(parse_options(_opts(ns))))
     except MysqlCdcError:
         return "lag unknown"
-    at = BinlogOffset(str(offset["file"]), int(offset["pos"])).position_key()
-    behind = sum(size - (int(offset["pos"]) if name == offset["file"] else 0) for name, size in files
-                 if BinlogOffset(name, 0).position_key() >= (at[0], 0)
-                 and (name == offset["file"] or BinlogOffset(name, 0).position_key() > at))
+    at, pos = binlog_file_key(str(offset["file"])), int(offset["pos"])
+    behind = sum(size - (pos if binlog_file_key(name) == at else 0) for name, size in files
+                 if binlog_file_key(name) >= at)
     return f"binlog lag {max(behind, 0):,} bytes"
 
 

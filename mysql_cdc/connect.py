@@ -105,9 +105,7 @@ def connect_fast(p: ConnectionProfile) -> Any:
         return connect(p)
 
     try:
-        tls: dict[str, Any] = {"ssl_mode": p.ssl_mode.upper()} if p.ssl_mode != "preferred" else {}
-        if p.ssl_ca and p.ssl_mode in ("verify_ca", "verify_identity"):
-            tls["ssl"] = {"ca": p.ssl_ca}
+        tls: dict[str, Any] = {"ssl_mode": p.ssl_mode.upper()} if p.ssl_mode in ("disabled", "required") else {}
         conn = MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
                                connect_timeout=max(1, int(round(p.connect_timeout))), autocommit=True,
                                init_command=_SESSION_INIT, **tls)

@@ -198,13 +198,18 @@ def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: boo
     an error (its rows would be read with the wrong columns), naming the fix."""
     assert opts.table is not None
     facts, current = describe_table(profile, opts, opts.table)
+    return facts, pinned_schema(opts, current, snapshot=snapshot)
+
+
+def pinned_schema(opts: CdcOptions, current: TableSchema, *, snapshot: bool = False) -> TableSchema:
+    """The schema recorded in ``opts.state_dir`` (``current`` is recorded if none is), or ``current`` without a
+    state_dir; with ``snapshot``, a recorded schema other than ``current`` is an error (see planned_table)."""
     if not opts.state_dir:
-        return facts, current
-    store = StateStore(opts.state_dir)
-    pinned = store.record_schema(current)
+        return current
+    pinned = StateStore(opts.state_dir).record_schema(current)
     if snapshot and pinned != current:
         raise StateError(f"state_dir {opts.state_dir!r} was planned with another schema of {str(current.table)!r} "
                          f"(columns {list(pinned.column_names)!r}, chunk key {list(pinned.chunk_key)!r}; now "
                          f"{list(current.column_names)!r}, {list(current.chunk_key)!r}): a snapshot reads the table "
                          "as it is now, so give it a new state_dir")
-    return facts, pinned
+    return pinned

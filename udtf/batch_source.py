@@ -12,14 +12,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
-from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import (
     ChunkPartition,
     arrow_schema_of,
     output_schema,
+    pinned_schema,
     planned_table,
     read_chunks,
 )
@@ -33,13 +33,7 @@ class MysqlCdcReader(DataSourceReader):
         self.opts = opts
         assert opts.table is not None
         self.facts, plans = plan_tables(profile, opts, [opts.table])
-        self.schema = plans[0].schema
-        if opts.state_dir:  # the same check as planned_table(snapshot=True): a recorded schema must be today's
-            pinned = StateStore(opts.state_dir).record_schema(self.schema)
-            if pinned != self.schema:
-                raise StateError(f"state_dir {opts.state_dir!r} was planned with another schema of "
-                                 f"{str(self.schema.table)!r}: a snapshot reads the table as it is now, so give "
-                                 "it a new state_dir")
+        self.schema = pinned_schema(opts, plans[0].schema, snapshot=True)  # a recorded schema must be today's
         self.chunks = plans[0].chunks
 
     def partitions(self) -> list[InputPartition]:

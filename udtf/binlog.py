@@ -26,7 +26,7 @@ from mysql_cdc.chunks import ChunkRecord, TableId
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import BinlogError, ConfigError, SchemaChangedError, StateError
 from mysql_cdc.keyorder import KeyOrder
-from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, is_mariadb_gtids
+from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog_events import SchemaChange, Transaction, claimed_server_id, read_transactions
@@ -99,18 +99,24 @@ def server_end(profile: ConnectionProfile, facts: ServerFacts, conn: Any | None 
     return BinlogOffset(str(row[0]), int(row[1]), gtids, "position")
 
 
-def earliest(profile: ConnectionProfile) -> BinlogOffset:
+def binary_logs(profile: ConnectionProfile) -> list[tuple[str, int]]:
+    """The server's binary log files and their sizes in bytes, oldest first (``SHOW BINARY LOGS``)."""
     conn = connect(profile)
     try:
         cur = conn.cursor()
         cur.execute("SHOW BINARY LOGS")
-        rows = cur.fetchall()
+        rows = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
         cur.close()
     finally:
         conn.close()
-    if not rows:
+    return sorted(rows, key=lambda r: binlog_file_key(r[0]))
+
+
+def earliest(profile: ConnectionProfile) -> BinlogOffset:
+    files = binary_logs(profile)
+    if not files:
         raise BinlogError("the server lists no binary logs: enable log_bin")
-    return BinlogOffset(str(rows[0][0]), 4)
+    return BinlogOffset(files[0][0], 4)
 
 
 def parse_offset(text: str) -> ReadFrom:
@@ -181,19 +187,12 @@ def parse_timestamp(text: str) -> int:
 def check_offset_exists(profile: ConnectionProfile, offset: BinlogOffset) -> None:
     """A startup offset names a binlog file the server has, at a position inside it (else one clear error,
     instead of an empty result)."""
-    conn = connect(profile)
-    try:
-        cur = conn.cursor()
-        cur.execute("SHOW BINARY LOGS")
-        files = {str(r[0]): int(r[1]) for r in cur.fetchall()}
-        cur.close()
-    finally:
-        conn.close()
-    names = sorted(files, key=lambda f: BinlogOffset(f, 0).position_key())
+    logs = binary_logs(profile)
+    files = dict(logs)
+    names = [name for name, _ in logs]
     have = f"the server has {names[0]} .. {names[-1]}" if names else "the server lists no binary logs"
     if offset.file not in files:
-        key = BinlogOffset(offset.file, 0).position_key()
-        purged = bool(names) and key < BinlogOffset(names[0], 0).position_key()
+        purged = bool(names) and binlog_file_key(offset.file) < binlog_file_key(names[0])
         why = "was purged" if purged else "does not exist"
         raise ConfigError(f"startup_offset names binlog file {offset.file!r}, which {why} ({have}); give a file "
                           "and position from SHOW BINARY LOGS / SHOW BINLOG EVENTS, or start from 'earliest'")

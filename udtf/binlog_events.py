@@ -154,6 +154,12 @@ def _unquote(identifier: str) -> str:
     return identifier[1:-1].replace("``", "`") if identifier.startswith("`") else identifier
 
 
+# a table name as a statement writes it, ``name`` or ``db.name``: quoted, or unquoted (ASCII letters, digits, $
+# and _, and any character U+0080 .. U+FFFF)
+_IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
+_NAME = re.compile(rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?")
+
+
 def mentioned_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
     """Captured tables a statement names (conservatively: a mention of the name is enough).
 
@@ -162,10 +168,8 @@ def mentioned_tables(statement: str, default_db: str, tables: set[TableId]) -> l
     >>> mentioned_tables("ALTER TABLE bestellungen_größe ADD c INT", "d", {TableId("d", "bestellungen_größe")})
     [TableId(database='d', table='bestellungen_größe')]
     """
-    # unquoted identifiers: ASCII letters, digits, $ and _, and any character U+0080 .. U+FFFF
-    ident = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
     names: list[tuple[str | None, str]] = []  # (qualifier or None, name), lower case
-    for m in re.finditer(rf"({ident})(?:\s*\.\s*({ident}))?", statement):
+    for m in _NAME.finditer(statement):
         parts = [_unquote(p).lower() for p in m.groups() if p is not None]
         names.append((parts[0], parts[1]) if len(parts) == 2 else (None, parts[0]))
     hit = []
@@ -216,10 +220,9 @@ def statement_dml_tables(statement: str, default_db: str, tables: set[TableId]) 
     if m.group(1).upper() in ("INSERT", "REPLACE") or m.group(1).upper().startswith("LOAD"):
         target = _INSERT_TARGET.search(statement, m.start(1))
         if target is not None:
-            ident = re.match(r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|"
-                             r"[A-Za-z0-9_$\u0080-\uffff]+))?", statement[target.end():])
-            if ident is not None:
-                return mentioned_tables(ident.group(0), default_db, tables)
+            name = _NAME.match(statement, target.end())
+            if name is not None:
+                return mentioned_tables(name.group(0), default_db, tables)
     return mentioned_tables(statement, default_db, tables)
 
 
