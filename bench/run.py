@@ -1,9 +1,11 @@
-"""Snapshot benchmark: rows/s and peak memory of this project's readers against Spark's JDBC reader and the C
-client, on TPC-H ``orders`` in a throwaway local server. A benchmark, not a test: it asserts nothing.
+"""Snapshot benchmark: rows/s and peak memory of this project's readers (the data source, a SQL view over it,
+the SQL function) against Spark's JDBC reader with the same partitions and the C client, on TPC-H ``orders``
+in a throwaway local server of each kind, one after the other in one run; first, where Spark's own time goes
+on our Arrow batches (:mod:`bench.handoff`, no database). A benchmark, not a test: it asserts nothing.
 
-    bash bench/run.sh [--server mariadb|mysql] [--scale 1] [--parallelism 2]
+    bash bench/run.sh [--server both|mariadb|mysql] [--scale 1] [--parallelism 2] [--partitions 2,4]
 
-Writes a Markdown table to stdout and to ``bench/results/snapshot-<server>-sf<scale>.md``.
+Writes Markdown tables to stdout and to ``bench/results/snapshot-<server>-sf<scale>.md``.
 """
 
 from __future__ import annotations
@@ -104,10 +106,12 @@ def c_client(info: ServerInfo) -> list[str]:
         else ["mariadb"]
 
 
-def bench_parser(doc: str | None, scale: float) -> argparse.ArgumentParser:
-    """The options every benchmark takes: --server, --scale (TPC-H scale factor), --repeat."""
+def bench_parser(doc: str | None, scale: float, both: bool = False) -> argparse.ArgumentParser:
+    """The options every benchmark takes: --server (with ``both``: both servers, one after the other, the
+    default), --scale (TPC-H scale factor), --repeat."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", choices=["mariadb", "mysql"], default="mariadb")
+    kinds = ["mariadb", "mysql", "both"] if both else ["mariadb", "mysql"]
+    ap.add_argument("--server", choices=kinds, default=kinds[-1] if both else "mariadb")
     ap.add_argument("--scale", type=float, default=scale)
     ap.add_argument("--repeat", type=int, default=2, help="runs per reader; the best is reported")
     return ap
@@ -139,26 +143,53 @@ def write_result(name: str, text: str) -> None:
 
 
 def main() -> None:
-    ap = bench_parser(__doc__, 1.0)
-    ap.add_argument("--parallelism", type=int, default=2)
-    ap.add_argument("--chunk-size", type=int, default=50_000)
+    ap = bench_parser(__doc__, 1.0, both=True)
+    ap.add_argument("--parallelism", type=int, default=2, help="Spark's local[N] cores")
+    ap.add_argument("--partitions", default="2,4", help="comma-separated partition counts for both readers")
     args = ap.parse_args()
-    with bench_server(args.server) as (info, work):
-        t = time.monotonic()
-        n = load_orders(info, args.scale, work)
-        print(f"loaded {n} rows of TPC-H orders (sf {args.scale}) into {args.server} in "
-              f"{time.monotonic() - t:.1f} s", flush=True)
-        results = run_all(info, n, args)
-    lines = [f"Snapshot of TPC-H orders, {n} rows, {args.server}, Spark local[{args.parallelism}], "
-             f"chunk_size {args.chunk_size}; best of {args.repeat}; {os.cpu_count()} cores.", "",
-             "| reader | parallelism | seconds | rows/s | peak RSS, Spark JVM + Python workers (MB) | "
+    kinds = ["mariadb", "mysql"] if args.server == "both" else [args.server]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    sections = []
+    for kind in kinds:
+        with bench_server(kind) as (info, work):
+            t = time.monotonic()
+            n = load_orders(info, args.scale, work)
+            print(f"loaded {n} rows of TPC-H orders (sf {args.scale}) into {kind} in "
+                  f"{time.monotonic() - t:.1f} s", flush=True)
+            results = run_all(info, n, args)
+        sections.append(result_table(kind, n, args, results))
+    # last: the JDBC driver jar is on the classpath only of the JVM the first session launched
+    sections.insert(0, handoff_section(args))
+    write_result(f"snapshot-{args.server}-sf{args.scale:g}", "\n\n".join(sections))
+
+
+def result_table(kind: str, n: int, args: Any, results: list[tuple[str, int, float, int, int]]) -> str:
+    jdbc = {par: secs for name, par, secs, _, _ in results if name.startswith("Spark JDBC")}
+    lines = [f"Snapshot of TPC-H orders, {n} rows, {kind}, Spark local[{args.parallelism}]; best of {args.repeat}; "
+             f"{os.cpu_count()} cores. 'vs JDBC': JDBC's seconds over this reader's, same partitions.", "",
+             "| reader | partitions | seconds | rows/s | vs JDBC | peak RSS, Spark JVM + Python workers (MB) | "
              "peak RSS of one Python worker (MB) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, par, secs, total, py in results:
-        lines.append(f"| {name} | {par} | {secs:.2f} | {n / secs:,.0f} | {total / 2**20:,.0f} | "
-                     f"{py / 2**20:,.0f} |" if total else
-                     f"| {name} | {par} | {secs:.2f} | {n / secs:,.0f} | - | - |")
-    write_result(f"snapshot-{args.server}-sf{args.scale:g}", "\n".join(lines))
+        ratio = f"{jdbc[par] / secs:.2f}x" if par in jdbc else "-"
+        mem = f"{total / 2**20:,.0f} | {py / 2**20:,.0f}" if total else "- | -"
+        lines.append(f"| {name} | {par} | {secs:.2f} | {n / secs:,.0f} | {ratio} | {mem} |")
+    return "\n".join(lines)
+
+
+def handoff_section(args: Any) -> str:
+    """Where Spark's time goes on our batches, without a database: the same Arrow batches of TPC-H orders (made
+    in the Python worker) handed to Spark by a Python data source, with and without the metadata columns, and
+    in one or many partitions, beside Spark reading the same rows from Parquet (no Python at all)."""
+    from bench.handoff import measure
+
+    rows = measure(args.scale, args.parallelism, args.repeat)
+    lines = [f"Hand-off to Spark only (no database): {rows[0][2]:,} rows of TPC-H orders as Arrow batches from a "
+             f"Python data source, local[{args.parallelism}]; best of {args.repeat}.", "",
+             "| what | seconds | rows/s |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {secs:.2f} | {n / secs:,.0f} |" for name, secs, n in rows]
+    return "\n".join(lines)
 
 
 def run_all(info: ServerInfo, n: int, args: Any) -> list[tuple[str, int, float, int, int]]:
@@ -174,7 +205,6 @@ def run_all(info: ServerInfo, n: int, args: Any) -> list[tuple[str, int, float, 
     jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
     url = f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"
     mysql_cdc.register(spark, {"bench": url})
-    cs = args.chunk_size
     out: list[tuple[str, int, float, int, int]] = []
 
     def timed(name: str, par: int, action: Callable[[], Any]) -> None:
@@ -188,27 +218,34 @@ def run_all(info: ServerInfo, n: int, args: Any) -> list[tuple[str, int, float, 
                 best = (name, par, secs, mem.peak_total, mem.peak_python)
         assert best is not None
         out.append(best)
-        print(f"{name}: {best[2]:.2f} s", flush=True)
+        print(f"{info.kind} {name}, {par} partitions: {best[2]:.2f} s", flush=True)
 
-    ds = (spark.read.format("mysql_cdc").option("source", "bench").option("table", "tpch.orders")
-          .option("chunk_size", cs))
-    grouped = ds.option("partitions", args.parallelism)
-    timed(f"mysql_cdc data source, chunks in {args.parallelism} partitions", args.parallelism,
-          lambda: grouped.load().write.format("noop").mode("overwrite").save())
-    timed("mysql_cdc data source, one partition per chunk", args.parallelism,
-          lambda: ds.option("partitions", 0).load().write.format("noop").mode("overwrite").save())
-    sql = (f"SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT /*+ REPARTITION({args.parallelism}) */ * FROM "
-           f"mysql_cdc_chunks(source => 'bench', tables => 'tpch[.]orders', chunk_size => {cs})), "
-           "source => 'bench', table => 'tpch.orders')")
-    timed("mysql_cdc_snapshot (SQL)", args.parallelism,
-          lambda: spark.sql(sql).write.format("noop").mode("overwrite").save())
-    jdbc = (spark.read.format("jdbc").option("url", f"jdbc:mysql://{info.host}:{info.port}/tpch?permitMysqlScheme")
-            .option("driver", "org.mariadb.jdbc.Driver").option("user", info.user)
-            .option("password", info.password).option("dbtable", "orders")
-            .option("partitionColumn", "o_orderkey").option("lowerBound", 1).option("upperBound", n * 4)
-            .option("numPartitions", args.parallelism).option("fetchsize", 10000))
-    timed("Spark JDBC (mariadb-java-client)", args.parallelism,
-          lambda: jdbc.load().write.format("noop").mode("overwrite").save())
+    def noop(df: Any) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    ds = spark.read.format("mysql_cdc").option("source", "bench").option("table", "tpch.orders")
+    timed("mysql_cdc data source, defaults", args.parallelism, lambda: noop(ds.load()))
+    for par in [int(p) for p in args.partitions.split(",")]:
+        timed("mysql_cdc data source", par, lambda p=par: noop(ds.option("partitions", p).load()))
+        timed("mysql_cdc data source, metadata_columns false", par,
+              lambda p=par: noop(ds.option("partitions", p).option("metadata_columns", "false").load()))
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW orders_{par} USING mysql_cdc OPTIONS (source 'bench', "
+                  f"table 'tpch.orders', partitions '{par}')")
+        timed("SQL: a view USING mysql_cdc", par, lambda p=par: noop(spark.sql(f"SELECT * FROM orders_{p}")))
+        sql = (f"SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT /*+ REPARTITION({par}) */ * FROM "
+               "mysql_cdc_chunks(source => 'bench', tables => 'tpch[.]orders')), "
+               "source => 'bench', table => 'tpch.orders')")
+        timed("SQL: mysql_cdc_snapshot(TABLE(...))", par, lambda q=sql: noop(spark.sql(q)))
+        jdbc = (spark.read.format("jdbc")
+                .option("url", f"jdbc:mysql://{info.host}:{info.port}/tpch?permitMysqlScheme")
+                .option("driver", "org.mariadb.jdbc.Driver").option("user", info.user)
+                .option("password", info.password).option("dbtable", "orders")
+                .option("partitionColumn", "o_orderkey").option("lowerBound", 1).option("upperBound", n * 4)
+                .option("numPartitions", par).option("fetchsize", 10000))
+        timed("Spark JDBC (mariadb-java-client)", par, lambda r=jdbc: noop(r.load()))
+    # the defaults before issue 16: chunks of 8,096 rows, a Spark partition per chunk
+    timed("mysql_cdc data source, old defaults: chunk_size 8096, a partition per chunk", 0,
+          lambda: noop(ds.option("chunk_size", 8096).option("partitions", 1_000_000).load()))
     spark.stop()
     client = c_client(info)
 

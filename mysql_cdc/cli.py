@@ -1,6 +1,6 @@
 """``mysql-cdc``: the job from a terminal.
 
-    mysql-cdc plan --source shop --tables 'shop[.].*' [--chunk-size 8096]
+    mysql-cdc plan --source shop --tables 'shop[.].*' [--chunk-size 100000]
     mysql-cdc snapshot --source shop --table shop.orders --out /data/orders [--replace] [--state-dir D]
     mysql-cdc follow --source shop --table shop.orders --out /data/orders_cdc --checkpoint C --state-dir D [--once]
     mysql-cdc status --state-dir D --table shop.orders
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     src = "connection profile name: $MYSQL_CDC_PROFILE_<NAME> or an entry of $MYSQL_CDC_PROFILES_FILE"
-    chunk_size = "rows per chunk (default 8096)"
+    chunk_size = "rows per chunk (default: about 16 MiB of rows, by the table's average row length)"
     chunk_key = "comma-separated NOT NULL columns that split a table without a primary key"
     master = "Spark master for the local job (default local[*])"
     p = sub.add_parser("plan", help="validate the server and print the chunks of the matched tables")

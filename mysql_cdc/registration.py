@@ -7,6 +7,7 @@ import hashlib
 import importlib
 import io
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -122,4 +123,20 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     binlog = _create_py_udtf(build_binlog_udtf(profs), returnType=None, name="mysql_cdc_binlog", useArrow=True)
     spark.udtf.register("mysql_cdc_snapshot", snapshot)
     spark.udtf.register("mysql_cdc_binlog", binlog)
-    spark.dataSource.register(build_data_source(profs))
+    spark.dataSource.register(build_data_source(profs, _parallelism(spark, remote)))
+
+
+def _parallelism(spark: Any, remote: bool) -> int | None:
+    """How many tasks the session runs at once: ``spark.default.parallelism`` if set, else a classic session's
+    default parallelism, else a ``local[N]`` master's N; ``None`` when unknown (a Connect session to a cluster,
+    ``local[*]``): the data source then uses the cores of the machine that plans the read."""
+    try:
+        conf = spark.conf.get("spark.default.parallelism", None)
+        if conf:
+            return max(1, int(conf))
+        if not remote:
+            return max(1, int(spark.sparkContext.defaultParallelism))
+        m = re.fullmatch(r"local\[(\d+)(?:,\s*\d+)?\]", spark.conf.get("spark.master", None) or "")
+        return int(m.group(1)) if m and int(m.group(1)) > 0 else None
+    except Exception:  # a session that does not answer: the planner's cores
+        return None

@@ -12,7 +12,7 @@ from mysql_cdc.errors import ChunkKeyError
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import match_tables, table_schema
-from mysql_cdc.planner.splitter import split_table
+from mysql_cdc.planner.splitter import avg_row_bytes, chunk_rows, split_table
 from mysql_cdc.planner.validate import check_cascades, check_privileges, check_server
 from mysql_cdc.schema import TableSchema
 
@@ -56,7 +56,8 @@ def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] 
             schema = table_schema(conn, t, opts.chunk_key_columns, allow_pk_override=not tables and len(ids) > 1)
             check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
             check_chunk_key(schema)
-            chunks = split_table(conn, schema, opts.chunk_size, opts.split_factor_lower, opts.split_factor_upper)
+            size = chunk_rows(opts.chunk_size, avg_row_bytes(conn, schema, facts.flavor) if not opts.chunk_size else 0)
+            chunks = split_table(conn, schema, size, opts.split_factor_lower, opts.split_factor_upper)
             plans.append(TablePlan(schema, tuple(chunks)))
         if opts.chunk_key_columns and plans and all(p.schema.primary_key for p in plans):
             raise ChunkKeyError(f"chunk_key {opts.chunk_key!r} is for tables without a primary key, and every "

@@ -30,6 +30,49 @@ def approx_rows(conn: Any, schema: TableSchema) -> int:
     return int(m.group(1)) if m else 0
 
 
+# chunk_size 0 (the default) sizes chunks by bytes: a chunk's fixed cost (connections, watermark queries, the
+# SELECT's round trip; 5-7 ms measured on both servers) stays near 5% of its read time at about 100 MB/s per
+# reader (see README, Benchmark). The bounds keep tiny rows from making huge chunks and huge rows tiny ones.
+CHUNK_TARGET_BYTES = 16 * 2**20
+MIN_AUTO_CHUNK_ROWS = 1024
+MAX_AUTO_CHUNK_ROWS = 1_000_000
+FALLBACK_CHUNK_ROWS = 8096  # no statistics (an empty or never analyzed table): Flink CDC's default
+
+
+def chunk_rows(chunk_size: int, avg_row_bytes: int) -> int:
+    """Rows per chunk: ``chunk_size`` when set (> 0), else :data:`CHUNK_TARGET_BYTES` of rows of the table's
+    average length (the server's statistics), within [1,024, 1,000,000]; :data:`FALLBACK_CHUNK_ROWS` when the
+    server has no average.
+
+    >>> chunk_rows(5000, 137)  # set by the user
+    5000
+    >>> chunk_rows(0, 137)  # TPC-H orders: 16 MiB / 137 bytes
+    122461
+    >>> chunk_rows(0, 40_000), chunk_rows(0, 3), chunk_rows(0, 0)
+    (1024, 1000000, 8096)
+    """
+    if chunk_size > 0:
+        return chunk_size
+    if avg_row_bytes <= 0:
+        return FALLBACK_CHUNK_ROWS
+    return max(MIN_AUTO_CHUNK_ROWS, min(MAX_AUTO_CHUNK_ROWS, CHUNK_TARGET_BYTES // avg_row_bytes))
+
+
+def avg_row_bytes(conn: Any, schema: TableSchema, flavor: str) -> int:
+    """The server's average row length of the table (0 when it has none). MySQL 8+ caches these statistics
+    for a day by default; the session asks for fresh ones."""
+    cur = conn.cursor()
+    try:
+        if flavor == "mysql":
+            cur.execute("SET SESSION information_schema_stats_expiry = 0")
+        cur.execute("SELECT AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                    "TABLE_NAME = %s", (schema.table.database, schema.table.table))
+        row = cur.fetchone()
+    finally:
+        cur.close()
+    return int(row[0] or 0) if row else 0
+
+
 def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int) -> Key | None:
     """The key ``chunk_size`` rows after ``start`` (inclusive), moved past ``start`` when keys repeat."""
     cols = schema.chunk_key

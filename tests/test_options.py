@@ -20,7 +20,7 @@ def test_defaults_come_from_the_option_table() -> None:
 @pytest.mark.parametrize("raw,message", [
     ({"chunk_sise": 5}, "unknown option 'chunk_sise'"),
     ({"chunk_size": "many"}, "'chunk_size' must be a int, got 'many'"),
-    ({"chunk_size": 0}, "chunk_size must be >= 1, got 0"),
+    ({"chunk_size": -1}, "chunk_size must be >= 1 rows, or 0 to size chunks by bytes, got -1"),
     ({"watermark": "magic"}, "bad watermark 'magic'"),
     ({"server_id_range": "9-1"}, "bad server_id_range '9-1'"),
     ({"tables": "shop.(orders"}, "bad table pattern 'shop.(orders'"),

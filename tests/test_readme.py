@@ -66,8 +66,10 @@ def test_readme_examples_run_verbatim(spark: Any, shop: str, capsys: pytest.Capt
     assert len(scope["chunks"]) == 3
     assert "2500" in capsys.readouterr().out
     statements = [s for s in re.sub(r"--[^\n]*", "", _block("sql")).split(";") if s.strip()]
-    assert len(statements) == 2
-    chunk_rows = spark.sql(statements[0]).collect()
+    assert len(statements) == 4
+    spark.sql(statements[0])
+    assert spark.sql(statements[1]).collect()[0]["n"] == 2500
+    chunk_rows = spark.sql(statements[2]).collect()
     assert [r["chunk_id"] for r in chunk_rows] == ["shop.orders:0", "shop.orders:1", "shop.orders:2"]
-    counts = {r["__chunk_id"]: r["n"] for r in spark.sql(statements[1]).collect()}
+    counts = {r["__chunk_id"]: r["n"] for r in spark.sql(statements[3]).collect()}
     assert sum(counts.values()) == 2500 and len(counts) == 3

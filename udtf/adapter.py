@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,16 +81,30 @@ def spark_data_type(ddl: str) -> DataType:
     return _SIMPLE[ddl]
 
 
+def meta_columns(opts: CdcOptions) -> tuple[tuple[str, str], ...]:
+    """The metadata columns an output carries: all of them, or none for a snapshot read with
+    ``metadata_columns`` false (Spark copies their strings into every row: measured, they double its cost on
+    a narrow table; see bench/handoff.py)."""
+    return META_COLUMNS if opts.metadata_columns else ()
+
+
+def changes_need_metadata(opts: CdcOptions, surface: str) -> None:
+    """Change rows are useless without their op and position: ``metadata_columns`` false is refused."""
+    if not opts.metadata_columns:
+        raise ConfigError(f"metadata_columns false is for snapshot reads; {surface} returns change rows, which need "
+                          "__op and their binlog position: drop the option")
+
+
 def output_schema(schema: TableSchema, opts: CdcOptions) -> StructType:
     """The snapshot output: the table's columns typed for Spark, then the metadata columns."""
     names = {c.name for c in schema.columns}
-    clash = [m for m, _ in META_COLUMNS if m in names]
+    clash = [m for m, _ in meta_columns(opts) if m in names]
     if clash:
         raise TableError(f"table {str(schema.table)!r} has columns named like the metadata columns {clash!r}; "
                          "rename them or read through a view")
     fields = [StructField(c.name, spark_data_type(spark_type(c, opts.tinyint1_as_boolean)), c.nullable)
               for c in schema.columns]
-    fields += [StructField(m, spark_data_type(t), m in _META_NULLABLE) for m, t in META_COLUMNS]
+    fields += [StructField(m, spark_data_type(t), m in _META_NULLABLE) for m, t in meta_columns(opts)]
     return StructType(fields)
 
 
@@ -130,8 +145,28 @@ class ChunkPartition(InputPartition):
     chunks: tuple[Chunk, ...]
 
 
+def spread_chunks(chunks: tuple[Chunk, ...] | list[Chunk], requested: int, parallelism: int
+                  ) -> list[ChunkPartition]:
+    """The chunks dealt round-robin into ``requested`` Spark partitions, or with ``requested`` 0 into as many as
+    Spark runs tasks at once (``parallelism``); never more partitions than chunks, every chunk in exactly one,
+    in plan order within each. A Spark task costs about 35 ms of its own (measured, bench/results), so one task
+    per chunk made reads of many small chunks several times slower.
+
+    >>> from mysql_cdc.chunks import TableId, chunks_from_bounds
+    >>> cs = chunks_from_bounds(TableId("db", "t"), ("id",), [(10,), (20,), (30,), (40,)])
+    >>> [[c.index for c in p.chunks] for p in spread_chunks(cs, 0, 2)]
+    [[0, 2, 4], [1, 3]]
+    >>> [[c.index for c in p.chunks] for p in spread_chunks(cs[:2], 8, 4)]
+    [[0], [1]]
+    """
+    n = min(requested or max(1, parallelism), len(chunks))
+    return [ChunkPartition(tuple(chunks[i::n])) for i in range(n)]
+
+
 def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema) -> pa.RecordBatch:
-    """The chunk's rows plus the metadata columns (constant per chunk)."""
+    """The chunk's rows plus the metadata columns (constant per chunk), if ``out_schema`` has them."""
+    if len(out_schema) == batch.num_columns:
+        return pa.RecordBatch.from_arrays(batch.columns, schema=out_schema)
     n = batch.num_rows
     meta = [pa.repeat(pa.scalar(v, _META_ARROW[t]), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
     return pa.RecordBatch.from_arrays([*batch.columns, *meta], schema=out_schema)
@@ -139,7 +174,7 @@ def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema)
 
 def arrow_schema_of(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
     fields = list(table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
-    fields += [pa.field(m, _META_ARROW[t], m in _META_NULLABLE) for m, t in META_COLUMNS]
+    fields += [pa.field(m, _META_ARROW[t], m in _META_NULLABLE) for m, t in meta_columns(opts)]
     return pa.schema(fields)
 
 
@@ -165,12 +200,32 @@ def changes_to_batches(changes: Iterator[Change], schema: TableSchema, opts: Cdc
 def read_chunks(reader: SnapshotReader, chunks: tuple[Chunk, ...], opts: CdcOptions, out_schema: pa.Schema
                 ) -> Iterator[pa.RecordBatch]:
     """Read chunks one after another, each exact at its own watermark; record each after its rows were handed
-    on (contract C5)."""
-    for chunk in chunks:
-        read = reader.read(chunk)
-        for batch in read.batches:
-            yield with_metadata(read, batch, out_schema)
-        record(opts, read)
+    on (contract C5). The next chunk is read in a thread while this one's batches go to Spark (the drivers
+    release the GIL while they wait on the server), so at most two chunks are held at once."""
+    if len(chunks) < 2:
+        for chunk in chunks:
+            yield from _handed_on(reader.read(chunk), opts, out_schema)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch") as pool:
+        pending = pool.submit(_read_whole, reader, chunks[0])
+        for i in range(len(chunks)):
+            read = pending.result()
+            if i + 1 < len(chunks):
+                pending = pool.submit(_read_whole, reader, chunks[i + 1])
+            yield from _handed_on(read, opts, out_schema)
+
+
+def _read_whole(reader: SnapshotReader, chunk: Chunk) -> ChunkRead:
+    """A chunk read to its end (a streamed chunk is collected, and its connection closed)."""
+    read = reader.read(chunk)
+    read.batches = iter(list(read.batches))
+    return read
+
+
+def _handed_on(read: ChunkRead, opts: CdcOptions, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    for batch in read.batches:
+        yield with_metadata(read, batch, out_schema)
+    record(opts, read)
 
 
 def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schema: TableSchema, opts: CdcOptions

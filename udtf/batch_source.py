@@ -3,14 +3,13 @@ parallel, each exact at its own high watermark) and the entry of ``spark.readStr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from typing import ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import (
-    StructType,
-)
+from pyspark.sql.types import StructType
 
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
@@ -22,24 +21,24 @@ from mysql_cdc.udtf.adapter import (
     pinned_schema,
     planned_table,
     read_chunks,
+    spread_chunks,
 )
 from mysql_cdc.udtf.snapshot import SnapshotReader
 from mysql_cdc.udtf.stream_reader import MysqlCdcStreamReader
 
 
 class MysqlCdcReader(DataSourceReader):
-    def __init__(self, profile: ConnectionProfile, opts: CdcOptions) -> None:
+    def __init__(self, profile: ConnectionProfile, opts: CdcOptions, parallelism: int) -> None:
         self.profile = profile
         self.opts = opts
+        self.parallelism = parallelism
         assert opts.table is not None
         self.facts, plans = plan_tables(profile, opts, [opts.table])
         self.schema = pinned_schema(opts, plans[0].schema, snapshot=True)  # a recorded schema must be today's
         self.chunks = plans[0].chunks
 
     def partitions(self) -> list[InputPartition]:
-        n = self.opts.partitions or len(self.chunks)
-        groups = [self.chunks[i::n] for i in range(min(n, len(self.chunks)))]
-        return [ChunkPartition(tuple(g)) for g in groups]
+        return list(spread_chunks(self.chunks, self.opts.partitions, self.parallelism))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChunkPartition)
@@ -53,11 +52,15 @@ STREAM_ONLY_OPTIONS = ("startup", "startup_offset", "startup_timestamp", "end", 
                        "max_rows_per_batch")
 
 
-def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
+def build_data_source(profiles: Mapping[str, ConnectionProfile], parallelism: int | None = None) -> type:
+    """The data source class, holding the connection profiles and the session's task parallelism (``None``:
+    the cores of the machine that plans the read, right for local mode)."""
+
     class MysqlCdcDataSource(DataSource):
         """``spark.read.format("mysql_cdc").option("source", ...).option("table", "db.table").load()``"""
 
         _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
+        _parallelism: ClassVar[int | None] = parallelism
 
         @classmethod
         def name(cls) -> str:
@@ -81,10 +84,10 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile]) -> type:
                 raise ConfigError(f"option(s) {', '.join(ignored)} do nothing in a batch read, which reads the "
                                   "snapshot: for changes use spark.readStream.format('mysql_cdc') or the SQL "
                                   "function mysql_cdc_binlog(...), or drop the option(s)")
-            return MysqlCdcReader(profile, opts)
+            return MysqlCdcReader(profile, opts, self._parallelism or os.cpu_count() or 1)
 
         def streamReader(self, schema: StructType) -> DataSourceStreamReader:
             profile, opts = self._opts()
-            return MysqlCdcStreamReader(profile, opts)
+            return MysqlCdcStreamReader(profile, opts, self._parallelism or os.cpu_count() or 1)
 
     return MysqlCdcDataSource

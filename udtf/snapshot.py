@@ -16,7 +16,8 @@ Watermarks are exact per server (DESIGN.md section 4), never the seeds' plain bi
   transaction written to the binlog but not yet committed in the engine while the low watermark is taken is
   lost by this method; it is here for servers without GTIDs, with a warning, and so tests can show the loss.
 
-Memory is bounded by the chunk: the ``snapshot`` strategy streams batches; the others hold one chunk's rows.
+Memory is bounded by the chunk: the ``snapshot`` strategy streams batches; the others hold one chunk's rows. The
+Spark readers read the next chunk ahead (:func:`udtf.adapter.read_chunks`), so a worker holds two chunks.
 """
 
 from __future__ import annotations

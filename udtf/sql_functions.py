@@ -22,6 +22,7 @@ from mysql_cdc.udtf.adapter import (
     SQL_OPTION_KEYS,
     binlog_phase,
     change_meta,
+    changes_need_metadata,
     chunk_from_row,
     meta_values,
     output_schema,
@@ -119,7 +120,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                 self.reader = SnapshotReader(resolve_profile(self.opts, self._profiles), self.schema, self.facts,
                                              self.opts)
             read = self.reader.read(chunk)
-            meta = meta_values(read)
+            meta = meta_values(read) if self.opts.metadata_columns else ()
             for batch in read.batches:
                 for row in batch_to_rows(batch):
                     yield (*row, *meta)
@@ -141,6 +142,7 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             opts = _sql_options({k: _value(v) for k, v in kwargs.items()})
             if not opts.table:
                 raise ConfigError("mysql_cdc_binlog needs table => 'db.table'")
+            changes_need_metadata(opts, "mysql_cdc_binlog")
             profile = resolve_profile(opts, MysqlCdcBinlog._profiles)
             facts, schema = planned_table(profile, opts)
             return SnapshotAnalyzeResult(schema=output_schema(schema, opts), table_schema=schema, facts=facts,

@@ -21,9 +21,11 @@ from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import (
     ChunkPartition,
     arrow_schema_of,
+    changes_need_metadata,
     changes_to_batches,
     planned_table,
     read_chunks,
+    spread_chunks,
 )
 from mysql_cdc.udtf.binlog import (
     BinlogPhase,
@@ -58,13 +60,15 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Snapshot chunks first (a few per micro-batch), then the binlog forever. Offsets are small: the chunk
     plan and the chunks' watermarks live in ``state_dir``; an offset holds a chunk count or a binlog point."""
 
-    def __init__(self, profile: ConnectionProfile, opts: CdcOptions) -> None:
+    def __init__(self, profile: ConnectionProfile, opts: CdcOptions, parallelism: int = 1) -> None:
         if not opts.state_dir:
             raise ConfigError("a mysql_cdc stream needs .option('state_dir', <path or URI>): the chunk plan and the "
                               "chunks' watermarks are kept there (offsets stay small)")
         assert opts.table is not None
+        changes_need_metadata(opts, "a mysql_cdc stream")
         self.profile = profile
         self.opts = opts
+        self.parallelism = parallelism
         self.facts, self.schema = planned_table(profile, opts)
         self.store = StateStore(opts.state_dir)
         self.table = self.schema.table
@@ -134,8 +138,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise StateError(f"the chunk plan of {str(self.table)!r} is missing under {self.store.location!r}; "
                                  "the state_dir must stay with the checkpoint")
             todo = chunks[int(start["chunk"]):int(end["chunk"])]
-            n = self.opts.partitions or len(todo)
-            return [ChunkPartition(tuple(todo[i::n])) for i in range(min(n, len(todo)))]
+            return list(spread_chunks(todo, self.opts.partitions, self.parallelism))
         if start == end:
             return []
         initial = _phase_of(start) == "snapshot"

@@ -1,0 +1,203 @@
+"""The snapshot's defaults and its fast paths (issue 16): chunks sized by bytes, as many Spark partitions as
+Spark runs tasks, the next chunk read while this one goes to Spark, the data source from SQL as a view, and
+reads without the metadata columns. Pure rules directly and with Hypothesis; the rest on both real servers,
+through a classic session and a real Spark Connect server."""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import mysql_cdc
+from mysql_cdc.chunks import TableId, chunks_from_bounds
+from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.planner.splitter import (
+    CHUNK_TARGET_BYTES,
+    FALLBACK_CHUNK_ROWS,
+    MAX_AUTO_CHUNK_ROWS,
+    MIN_AUTO_CHUNK_ROWS,
+    chunk_rows,
+)
+from mysql_cdc.udtf.adapter import arrow_schema_of, read_chunks, spread_chunks
+from mysql_cdc.udtf.snapshot import SnapshotReader
+from tests.helpers import insert_rows
+
+# ---- pure rules ----
+
+
+@given(st.integers(min_value=1, max_value=10**9), st.integers(min_value=0, max_value=10**7))
+def test_a_chunk_size_that_is_set_is_kept(size: int, avg: int) -> None:
+    assert chunk_rows(size, avg) == size
+
+
+@given(st.integers(min_value=1, max_value=10**7), st.integers(min_value=1, max_value=10**7))
+def test_auto_chunks_hold_about_the_target_bytes(avg: int, other: int) -> None:
+    rows = chunk_rows(0, avg)
+    assert MIN_AUTO_CHUNK_ROWS <= rows <= MAX_AUTO_CHUNK_ROWS
+    if MIN_AUTO_CHUNK_ROWS < rows < MAX_AUTO_CHUNK_ROWS:
+        assert rows * avg <= CHUNK_TARGET_BYTES < (rows + 1) * avg
+    # longer rows never make longer chunks
+    lo, hi = sorted((avg, other))
+    assert chunk_rows(0, lo) >= chunk_rows(0, hi)
+
+
+def test_no_statistics_falls_back_to_flink_cdcs_size() -> None:
+    assert chunk_rows(0, 0) == FALLBACK_CHUNK_ROWS == 8096
+
+
+@given(st.integers(min_value=0, max_value=60), st.integers(min_value=0, max_value=12),
+       st.integers(min_value=1, max_value=12))
+def test_chunks_are_dealt_once_each_in_plan_order(n_chunks: int, requested: int, parallelism: int) -> None:
+    chunks = chunks_from_bounds(TableId("db", "t"), ("id",), [(i * 10,) for i in range(1, n_chunks)])[:n_chunks]
+    parts = spread_chunks(chunks, requested, parallelism)
+    assert len(parts) == min(requested or parallelism, len(chunks))
+    dealt = [c for p in parts for c in p.chunks]
+    assert sorted(c.index for c in dealt) == [c.index for c in chunks]
+    for p in parts:
+        assert [c.index for c in p.chunks] == sorted(c.index for c in p.chunks)
+    sizes = [len(p.chunks) for p in parts]
+    assert not sizes or max(sizes) - min(sizes) <= 1
+
+
+# ---- real servers ----
+
+
+def _url(profile: ConnectionProfile) -> str:
+    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
+
+
+def _fill(root: Any, table: str, n: int, width: int) -> None:
+    cur = root.cursor()
+    cur.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(4000) NOT NULL)")
+    insert_rows(root, table, ["id", "v"], [(i, f"x{i}".ljust(width, "y")) for i in range(1, n + 1)], batch=500)
+    cur.execute(f"ANALYZE TABLE {table}")
+    cur.fetchall()
+    cur.close()
+
+
+def _avg_row_length(root: Any, db: str, table: str) -> int:
+    cur = root.cursor()
+    cur.execute("SELECT AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (db, table))
+    (avg,) = cur.fetchone()
+    cur.close()
+    return int(avg)
+
+
+def test_chunks_are_sized_by_bytes_by_default(profile: ConnectionProfile, db: str, root: Any) -> None:
+    _fill(root, "narrow", 50_000, 4)
+    _fill(root, "wide", 8_000, 3000)
+    opts = parse_options({"tables": f"{db}[.](narrow|wide)"})
+    _, plans = plan_tables(profile, opts)
+    by_name = {p.schema.table.table: p.chunks for p in plans}
+    # narrow rows: 16 MiB of them is more than the table, one chunk (8,096 rows a chunk would make 7)
+    assert len(by_name["narrow"]) == 1
+    # rows of ~3 KB: about 16 MiB a chunk, so this 24 MB table is split although it has fewer than 8,096 rows
+    rows = chunk_rows(0, _avg_row_length(root, db, "wide"))
+    assert rows < 8_000
+    assert len(by_name["wide"]) == math.ceil(8_000 / rows)
+    _, explicit = plan_tables(profile, parse_options({"tables": f"{db}[.]narrow", "chunk_size": 8096}))
+    assert len(explicit[0].chunks) == 7
+
+
+def test_the_next_chunk_is_read_ahead_but_recorded_after_its_rows(profile: ConnectionProfile, db: str, root: Any,
+                                                                    tmp_path: Any) -> None:
+    _fill(root, "t", 4_000, 4)
+    state = str(tmp_path / "state")
+    opts = parse_options({"table": f"{db}.t", "chunk_size": 1000, "state_dir": state})
+    facts, plans = plan_tables(profile, opts, [f"{db}.t"])
+    schema, chunks = plans[0].schema, plans[0].chunks
+    assert len(chunks) >= 4
+
+    def records() -> int:
+        return len(glob.glob(os.path.join(state, "chunks", f"{db}.t", "*.json")))
+
+    def prefetching() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("mysql-cdc-prefetch")]
+
+    out = arrow_schema_of(schema, opts)
+    batches = read_chunks(SnapshotReader(profile, schema, facts, opts), chunks, opts, out)
+    first = next(batches)
+    assert first.num_rows > 0 and records() == 0  # the chunk is recorded only once all its rows were taken
+    ids = [v for b in [first, *batches] for v in b.column("id").to_pylist()]
+    assert ids == list(range(1, 4_001))  # in plan order, each row once
+    assert records() == len(chunks) and not prefetching()
+
+    # a consumer that stops early (a LIMIT): nothing more is recorded, and no read is left running
+    state2 = str(tmp_path / "state2")
+    opts2 = parse_options({"table": f"{db}.t", "chunk_size": 1000, "state_dir": state2})
+    early = read_chunks(SnapshotReader(profile, schema, facts, opts2), chunks, opts2, out)
+    next(early)
+    early.close()
+    assert not prefetching()
+    assert glob.glob(os.path.join(state2, "chunks", f"{db}.t", "*.json")) == []
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def test_a_sql_view_over_the_data_source(spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
+    _fill(root, "t", 20_000, 12)
+    cur = root.cursor()
+    cur.execute("SELECT id, v FROM t")
+    expected = sorted(tuple(r) for r in cur.fetchall())
+    cur.close()
+    mysql_cdc.register(spark, {"src": _url(profile)})
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW t_view USING mysql_cdc OPTIONS (source 'src', table '{db}.t', "
+              "chunk_size '3000')")
+    view = spark.sql("SELECT * FROM t_view")
+    assert sorted(tuple(r) for r in view.select("id", "v").collect()) == expected
+    assert {r[0] for r in view.select("__op").distinct().collect()} == {"r"}
+    assert view.select("__chunk_id").distinct().count() == 7
+    # 7 chunks in as many partitions as the session runs tasks (local[2]), not one per chunk
+    from pyspark.sql import functions as F
+
+    assert view.select(F.spark_partition_id()).distinct().count() == 2
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW t_plain USING mysql_cdc OPTIONS (source 'src', table '{db}.t', "
+              "metadata_columns 'false')")
+    plain = spark.sql("SELECT * FROM t_plain")
+    assert plain.columns == ["id", "v"]
+    assert sorted(tuple(r) for r in plain.collect()) == expected
+    # OPTIONS are SQL text: a literal password is refused there, and not echoed
+    with pytest.raises(Exception, match="literal password") as err:
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW t_bad USING mysql_cdc OPTIONS (host '{profile.host}', "
+                  f"port '{profile.port}', user 'cdc', password 'Plain-text-pw-9', table '{db}.t')").collect()
+        spark.sql("SELECT * FROM t_bad").collect()
+    assert "Plain-text-pw-9" not in str(err.value)
+
+
+def test_metadata_columns_false_is_for_snapshots_only(spark: Any, profile: ConnectionProfile, db: str, root: Any,
+                                                     tmp_path: Any) -> None:
+    _fill(root, "t", 500, 8)
+    mysql_cdc.register(spark, {"src": _url(profile)})
+    reader = spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
+    full = reader.load()
+    plain = reader.option("metadata_columns", "false").load()
+    assert plain.columns == ["id", "v"] and plain.dtypes == full.select("id", "v").dtypes
+    assert sorted(tuple(r) for r in plain.collect()) == sorted(tuple(r) for r in full.select("id", "v").collect())
+    sql_plain = spark.sql(f"""SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT * FROM mysql_cdc_chunks(source => 'src',
+        tables => '{db}[.]t')), source => 'src', table => '{db}.t', metadata_columns => false)""")
+    assert sql_plain.columns == ["id", "v"] and sql_plain.count() == 500
+    with pytest.raises(Exception, match="metadata_columns false is for snapshot reads"):
+        spark.sql(f"SELECT * FROM mysql_cdc_binlog(source => 'src', table => '{db}.t', startup => 'latest', "
+                  "metadata_columns => false)").collect()
+    if _is_connect(spark):
+        return  # streams on Connect need the package in the server's Python (tests/test_streaming.py)
+    stream = (spark.readStream.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
+              .option("state_dir", str(tmp_path / "st")).option("metadata_columns", "false").load())
+    with pytest.raises(Exception, match="metadata_columns false is for snapshot reads"):
+        query = (stream.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+                 .trigger(availableNow=True).start())
+        try:
+            query.awaitTermination(120)
+        finally:
+            query.stop()
