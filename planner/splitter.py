@@ -20,14 +20,33 @@ from mysql_cdc.sql import ident, key_compare, table_ident
 def approx_rows(conn: Any, schema: TableSchema) -> int:
     """The optimizer's row estimate (cheap; the information_schema cache can be a day old on MySQL 8+)."""
     cur = conn.cursor()
-    cur.execute(f"EXPLAIN SELECT * FROM {schema.table.quoted()}")
+    try:
+        cur.execute(f"EXPLAIN SELECT * FROM {schema.table.quoted()}")
+        return explained_rows(cur)
+    finally:
+        cur.close()
+
+
+_TREE_ROWS = re.compile(r"rows=(\d+(?:\.\d*)?(?:e[+-]?\d+)?)")
+
+
+def explained_rows(cur: Any) -> int:
+    """The row estimate of an EXPLAIN just executed on ``cur``: the ``rows`` column of the table format, or the
+    first ``rows=`` of MySQL 9's default tree format, which writes a million and more in scientific notation.
+
+    >>> class Tree:
+    ...     description = [("EXPLAIN",)]
+    ...     def fetchone(self):
+    ...         return ("-> Table scan on orders  (cost=154429 rows=1.48e+6)",)
+    >>> explained_rows(Tree())
+    1480000
+    """
     names = [d[0].lower() for d in cur.description]
     row = cur.fetchone()
-    cur.close()
     if row and "rows" in names:
         return int(row[names.index("rows")] or 0)
-    m = re.search(r"rows=(\d+)", str(row[0]) if row else "")  # MySQL 9 explains as a tree by default
-    return int(m.group(1)) if m else 0
+    m = _TREE_ROWS.search(str(row[0]) if row else "")
+    return int(float(m.group(1))) if m else 0
 
 
 # chunk_size 0 (the default) sizes chunks by bytes: a chunk's fixed cost (connections, watermark queries, the
@@ -153,14 +172,9 @@ def range_rows(conn: Any, schema: TableSchema, start: Key | None, end: Key | Non
     try:
         cur.execute(f"EXPLAIN SELECT * FROM {table_ident(schema.table)} WHERE {' AND '.join(parts) or 'TRUE'}",
                     params)
-        names = [d[0].lower() for d in cur.description]
-        row = cur.fetchone()
+        return explained_rows(cur)
     finally:
         cur.close()
-    if row and "rows" in names:
-        return int(row[names.index("rows")] or 0)
-    m = re.search(r"rows=(\d+)", str(row[0]) if row else "")
-    return int(m.group(1)) if m else 0
 
 
 def _resplit_crowded(conn: Any, schema: TableSchema, bounds: list[int], chunk_size: int) -> list[Key]:
