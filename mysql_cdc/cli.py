@@ -97,7 +97,7 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
     df = reader.load()
     progress, stop = _Progress(), threading.Event()
 
-    def watch() -> None:  # each chunk is one task of the reading stage
+    def watch() -> None:  # tasks of the reading stage: each reads a group of chunks (option partitions)
         tracker = spark.sparkContext.statusTracker()
         while not stop.wait(1.0):
             for sid in tracker.getActiveStageIds():

@@ -46,11 +46,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "auto, snapshot (MariaDB), gtid (MySQL with GTIDs) or position (plain; can lose rows)"),
     OptionSpec("state_dir", str, None, "where chunk watermarks are recorded (path or URI); unset: not recorded"),
     OptionSpec("fetch_size", int, 8192, "rows per batch fetched by the mysqlclient path"),
-    OptionSpec("partitions", int, 0, "data source: Spark partitions to spread the chunks over; 0: as many as Spark "
-               "runs tasks at once (its default parallelism), at most one per chunk"),
+    OptionSpec("partitions", int, 0, "data source: Spark partitions to spread the chunks over; 0: Spark's default "
+               "parallelism when register() ran (set it where executors join later), at most one per chunk"),
     OptionSpec("metadata_columns", bool, True,
                "snapshot reads: false returns the table's columns only, as a JDBC read does (faster into Spark); "
-               "change reads always carry them"),
+               "change reads (streams, mysql_cdc_binlog) refuse false"),
     OptionSpec("connect_timeout", float, 10.0, "seconds to wait for a connection"),
     OptionSpec("tinyint1_as_boolean", bool, False, "map TINYINT(1) to BOOLEAN instead of TINYINT"),
     OptionSpec("startup", str, "initial",

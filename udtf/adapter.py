@@ -206,13 +206,18 @@ def read_chunks(reader: SnapshotReader, chunks: tuple[Chunk, ...], opts: CdcOpti
         for chunk in chunks:
             yield from _handed_on(reader.read(chunk), opts, out_schema)
         return
-    with ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch") as pool:
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
+    try:
         pending = pool.submit(_read_whole, reader, chunks[0])
         for i in range(len(chunks)):
             read = pending.result()
             if i + 1 < len(chunks):
                 pending = pool.submit(_read_whole, reader, chunks[i + 1])
             yield from _handed_on(read, opts, out_schema)
+    finally:
+        # a consumer that stops early (a LIMIT, an error) does not wait for the chunk read ahead: the thread
+        # finishes it, closes its connection and drops it (nothing is recorded for it)
+        pool.shutdown(wait=False)
 
 
 def _read_whole(reader: SnapshotReader, chunk: Chunk) -> ChunkRead:
