@@ -157,6 +157,10 @@ class StateStore:
         assert stored is not None
         return stored
 
+    def chunk_record(self, table: TableId, index: int) -> ChunkRecord | None:
+        """The recorded chunk ``index`` of the table, if it is recorded."""
+        return self._read(f"{self._chunk_dir(table)}/{int(index)}.json")
+
     def plan(self, table: TableId) -> list[Chunk] | None:
         d = self._read_json(self._path("plans", f"{table_file_name(table)}.json"))
         if d is None:

@@ -208,3 +208,24 @@ def test_metadata_columns_false_is_for_snapshots_only(spark: Any, profile: Conne
             query.awaitTermination(120)
         finally:
             query.stop()
+
+
+def test_a_state_dir_keeps_its_chunk_plan(spark: Any, profile: ConnectionProfile, db: str, root: Any,
+                                          tmp_path: Any) -> None:
+    """Chunks are sized by statistics, so two plans of one table can differ; a state_dir's chunk records belong
+    to one plan. A second snapshot into it reads the recorded plan, and chunks of another plan are refused
+    before their rows are read (the first record of an index wins, so its watermark would cover other keys)."""
+    _fill(root, "t", 9_000, 8)
+    mysql_cdc.register(spark, {"src": _url(profile)})
+    state = str(tmp_path / "state")
+    reader = (spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
+              .option("state_dir", state))
+    first = reader.option("chunk_size", 3000).load()
+    assert first.select("__chunk_id").distinct().count() == 3
+    again = reader.option("chunk_size", 1000).load()  # another split asked for: the recorded plan is read
+    assert again.select("__chunk_id").distinct().count() == 3 and again.count() == 9_000
+    assert len(glob.glob(os.path.join(state, "chunks", f"{db}.t", "*.json"))) == 3
+    with pytest.raises(Exception, match="holds chunk .* of another chunk plan"):
+        spark.sql(f"""SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT * FROM mysql_cdc_chunks(source => 'src',
+            tables => '{db}[.]t', chunk_size => 1000)), source => 'src', table => '{db}.t',
+            state_dir => '{state}')""").collect()

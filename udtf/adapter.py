@@ -33,7 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key
+from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
@@ -133,6 +133,23 @@ def change_meta(ch: Change) -> tuple[Any, ...]:
             ch.pos, ch.row, ch.gtid, ch.commit_time())
 
 
+def check_recorded(opts: CdcOptions, chunks: tuple[Chunk, ...] | list[Chunk]) -> None:
+    """Refuse, before any row is read, a chunk whose index ``opts.state_dir`` has recorded with other bounds:
+    it belongs to another chunk plan (statistics moved the split between two runs), and since the first record
+    of an index wins, the binlog phase would apply that plan's watermark to these keys (changes lost or
+    doubled)."""
+    if not opts.state_dir:
+        return
+    store = StateStore(opts.state_dir)
+    for c in chunks:
+        rec = store.chunk_record(c.table, c.index)
+        if rec is not None and (tuple(rec.key_columns), rec.start, rec.end) != (
+                tuple(c.key_columns), encode_key(c.start), encode_key(c.end)):
+            raise StateError(f"state_dir {opts.state_dir!r} holds chunk {c.id!r} of another chunk plan: read the "
+                             "chunks planned there (the data source and streams reuse the recorded plan), or give "
+                             "a new state_dir")
+
+
 def record(opts: CdcOptions, read: ChunkRead) -> None:
     if opts.state_dir:
         StateStore(opts.state_dir).record_chunk(ChunkRecord.of(read.chunk, read.low, read.high, read.rows))
@@ -202,6 +219,7 @@ def read_chunks(reader: SnapshotReader, chunks: tuple[Chunk, ...], opts: CdcOpti
     """Read chunks one after another, each exact at its own watermark; record each after its rows were handed
     on (contract C5). The next chunk is read in a thread while this one's batches go to Spark (the drivers
     release the GIL while they wait on the server), so at most two chunks are held at once."""
+    check_recorded(opts, chunks)
     if len(chunks) < 2:
         for chunk in chunks:
             yield from _handed_on(reader.read(chunk), opts, out_schema)

@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import (
     ChunkPartition,
     arrow_schema_of,
@@ -36,6 +37,8 @@ class MysqlCdcReader(DataSourceReader):
         self.facts, plans = plan_tables(profile, opts, [opts.table])
         self.schema = pinned_schema(opts, plans[0].schema, snapshot=True)  # a recorded schema must be today's
         self.chunks = plans[0].chunks
+        if opts.state_dir:  # the plan recorded there, as a stream does: a re-run reads the chunks it recorded
+            self.chunks = tuple(StateStore(opts.state_dir).record_plan(self.schema.table, self.chunks))
 
     def partitions(self) -> list[InputPartition]:
         return list(spread_chunks(self.chunks, self.opts.partitions, self.parallelism))

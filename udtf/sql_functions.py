@@ -23,6 +23,7 @@ from mysql_cdc.udtf.adapter import (
     binlog_phase,
     change_meta,
     changes_need_metadata,
+    check_recorded,
     chunk_from_row,
     meta_values,
     output_schema,
@@ -115,6 +116,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             if chunk.table != self.schema.table:
                 raise ConfigError(f"chunk {chunk.id!r} belongs to {str(chunk.table)!r}, but this call reads "
                                   f"table => {str(self.schema.table)!r}; filter the chunk table by table_name")
+            check_recorded(self.opts, [chunk])
             if self.reader is None:
                 assert self.facts is not None
                 self.reader = SnapshotReader(resolve_profile(self.opts, self._profiles), self.schema, self.facts,
