@@ -15,6 +15,16 @@ from typing import Any
 from mysql_cdc.offsets import BinlogOffset, GtidSet
 
 
+def profile_url(profile: Any) -> str:
+    """A connection profile as the URL ``mysql_cdc.register`` takes."""
+    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (else classic)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def status_sql(conn: Any) -> str:
     cur = conn.cursor()
     cur.execute("SELECT VERSION()")

@@ -29,7 +29,7 @@ from mysql_cdc.planner.splitter import (
 from mysql_cdc.udtf.adapter import arrow_schema_of, read_chunks, spread_chunks
 from mysql_cdc.udtf.snapshot import SnapshotReader
 from tests.conftest import wait_until
-from tests.helpers import insert_rows
+from tests.helpers import insert_rows, is_connect, profile_url
 
 # ---- pure rules ----
 
@@ -70,9 +70,6 @@ def test_chunks_are_dealt_once_each_in_plan_order(n_chunks: int, requested: int,
 
 # ---- real servers ----
 
-
-def _url(profile: ConnectionProfile) -> str:
-    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
 
 
 def _fill(root: Any, table: str, n: int, width: int) -> None:
@@ -148,9 +145,6 @@ def test_the_next_chunk_is_read_ahead_but_recorded_after_its_rows(profile: Conne
     assert glob.glob(os.path.join(state2, "chunks", f"{db}.t", "*.json")) == []
 
 
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
 
 def test_a_sql_view_over_the_data_source(spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
     _fill(root, "t", 20_000, 12)
@@ -158,7 +152,7 @@ def test_a_sql_view_over_the_data_source(spark: Any, profile: ConnectionProfile,
     cur.execute("SELECT id, v FROM t")
     expected = sorted(tuple(r) for r in cur.fetchall())
     cur.close()
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW t_view USING mysql_cdc OPTIONS (source 'src', table '{db}.t', "
               "chunk_size '3000')")
     view = spark.sql("SELECT * FROM t_view")
@@ -185,7 +179,7 @@ def test_a_sql_view_over_the_data_source(spark: Any, profile: ConnectionProfile,
 def test_metadata_columns_false_is_for_snapshots_only(spark: Any, profile: ConnectionProfile, db: str, root: Any,
                                                      tmp_path: Any) -> None:
     _fill(root, "t", 500, 8)
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     reader = spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
     full = reader.load()
     plain = reader.option("metadata_columns", "false").load()
@@ -197,7 +191,7 @@ def test_metadata_columns_false_is_for_snapshots_only(spark: Any, profile: Conne
     with pytest.raises(Exception, match="metadata_columns false is for snapshot reads"):
         spark.sql(f"SELECT * FROM mysql_cdc_binlog(source => 'src', table => '{db}.t', startup => 'latest', "
                   "metadata_columns => false)").collect()
-    if _is_connect(spark):
+    if is_connect(spark):
         return  # streams on Connect need the package in the server's Python (tests/test_streaming.py)
     stream = (spark.readStream.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
               .option("state_dir", str(tmp_path / "st")).option("metadata_columns", "false").load())
@@ -216,7 +210,7 @@ def test_a_state_dir_keeps_its_chunk_plan(spark: Any, profile: ConnectionProfile
     to one plan. A second snapshot into it reads the recorded plan, and chunks of another plan are refused
     before their rows are read (the first record of an index wins, so its watermark would cover other keys)."""
     _fill(root, "t", 9_000, 8)
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     state = str(tmp_path / "state")
     reader = (spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
               .option("state_dir", state))

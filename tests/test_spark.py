@@ -16,12 +16,8 @@ import pytest
 
 import mysql_cdc
 from mysql_cdc.options import ConnectionProfile
-from tests.helpers import insert_rows
+from tests.helpers import insert_rows, is_connect, profile_url
 from tests.servers import ServerInfo
-
-
-def _url(profile: ConnectionProfile) -> str:
-    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
 
 
 def _load_big(root: Any, n: int) -> list[tuple[Any, ...]]:
@@ -49,14 +45,14 @@ def _spark_rows(df: Any) -> list[tuple[Any, ...]]:
 
 def test_parallel_snapshot_equals_plain_select(spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
     expected = sorted(_load_big(root, 200_000))
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     reader = spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.big")
     ds = reader.option("chunk_size", 9000).load()
     assert sorted(_spark_rows(ds)) == expected
     per_chunk = ds.groupBy("__chunk_id").count().collect()
     assert len(per_chunk) >= 5  # evenly sized key ranges: rows per chunk follow the row estimate
     grouped = reader.option("chunk_size", 9000).option("partitions", 3).load()
-    if not _is_connect(spark):  # by default as many partitions as Spark runs tasks (local[2])
+    if not is_connect(spark):  # by default as many partitions as Spark runs tasks (local[2])
         assert ds.rdd.getNumPartitions() == min(len(per_chunk), spark.sparkContext.defaultParallelism) == 2
         assert grouped.rdd.getNumPartitions() == 3
     assert sorted(_spark_rows(grouped)) == expected
@@ -69,19 +65,16 @@ def test_parallel_snapshot_equals_plain_select(spark: Any, profile: ConnectionPr
     assert {r["__op"] for r in sql.select("__op").distinct().collect()} == {"r"}
 
 
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
 
 def test_chunk_table_matches_python_api(spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
     root.cursor().execute("CREATE TABLE a (id INT PRIMARY KEY, v INT)")
     root.cursor().execute("CREATE TABLE b (name VARCHAR(10) PRIMARY KEY)")
     insert_rows(root, "a", ["id", "v"], [(i, i) for i in range(1, 101)])
     insert_rows(root, "b", ["name"], [(f"n{i:02d}",) for i in range(30)])
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     got = spark.sql(f"SELECT * FROM mysql_cdc_chunks(source => 'src', tables => '{db}[.](a|b)', "
                     "chunk_size => 10) ORDER BY table_name, chunk_index").collect()
-    api = mysql_cdc.plan_chunks(_url(profile), tables=f"{db}[.](a|b)", chunk_size=10)
+    api = mysql_cdc.plan_chunks(profile_url(profile), tables=f"{db}[.](a|b)", chunk_size=10)
     assert [r.asDict() for r in got] == api
     assert {r["table_name"] for r in got} == {"a", "b"}
     assert got[0]["chunk_start"] is None and got[-1]["chunk_end"] is None
@@ -97,7 +90,7 @@ def test_typed_output_and_state_records(spark: Any, profile: ConnectionProfile, 
     cur = root.cursor()
     cur.execute("SET time_zone = '+00:00'")
     insert_rows(root, "t", ["id", "d", "s", "b", "dt", "dd", "f", "e", "ts"], rows)
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     state = str(tmp_path / "state")
     df = (spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
           .option("state_dir", state).load())
@@ -122,7 +115,7 @@ def test_empty_chunks_are_recorded(spark: Any, profile: ConnectionProfile, db: s
                                    ) -> None:
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY)")
     insert_rows(root, "t", ["id"], [(i,) for i in list(range(1, 11)) + list(range(500, 511))])
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     state = str(tmp_path / "st")
     # the even split (factor 510/21 < 1000) leaves empty chunks between 11 and 500
     n = spark.sql(f"""SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT * FROM mysql_cdc_chunks(source => 'src',
@@ -142,7 +135,7 @@ def test_no_password_in_plans_errors_logs_or_state(spark: Any, info: ServerInfo,
     insert_rows(root, "t", ["id"], [(i,) for i in range(50)])
     secret = profile.password
     assert len(secret) >= 6
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     state = str(tmp_path / "state")
     texts: list[str] = []
     sql = spark.sql(f"""SELECT * FROM mysql_cdc_snapshot(TABLE(SELECT * FROM mysql_cdc_chunks(source => 'src',
@@ -167,7 +160,7 @@ def test_no_password_in_plans_errors_logs_or_state(spark: Any, info: ServerInfo,
             spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t").option(
                 key, value).load().count()
     wrong = ConnectionProfile(profile.host, profile.port, profile.user, "Wrong-" + secret, 5)
-    mysql_cdc.register(spark, {"bad": _url(wrong)})
+    mysql_cdc.register(spark, {"bad": profile_url(wrong)})
     with pytest.raises(Exception) as e:
         spark.sql(f"SELECT * FROM mysql_cdc_chunks(source => 'bad', tables => '{db}[.]t')").collect()
     assert "wrong user or password" in str(e.value)
@@ -182,17 +175,17 @@ def test_no_password_in_plans_errors_logs_or_state(spark: Any, info: ServerInfo,
          .option("user", profile.user).option("password", "Literal-" + secret[::-1]).option("table", f"{db}.t")
          .load().count())
     assert secret[::-1] not in str(literal.value)
-    if _is_connect(spark):
+    if is_connect(spark):
         logs = glob.glob(os.path.join(os.environ.get("MYSQL_CDC_CONNECT_LOG_DIR", "/nonexistent"), "*"))
         assert logs, "the Connect server's log files should be readable"
         for p in logs:
             assert secret not in _text(p), p
     # the event log (Spark Connect records each statement's text there): it holds the queries, not the secret
-    events = os.environ.get("MYSQL_CDC_CONNECT_EVENT_DIR" if _is_connect(spark) else "MYSQL_CDC_CLASSIC_EVENT_DIR")
+    events = os.environ.get("MYSQL_CDC_CONNECT_EVENT_DIR" if is_connect(spark) else "MYSQL_CDC_CLASSIC_EVENT_DIR")
     text = _event_log_text(events or "/nonexistent")
     assert text, "the event log should be written"
     assert f"{db}.t" in text
-    if _is_connect(spark):  # statement texts are logged there: a literal password would have been too
+    if is_connect(spark):  # statement texts are logged there: a literal password would have been too
         assert f"file:{pw_file}" in text
     assert secret not in text
 

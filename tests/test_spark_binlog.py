@@ -12,11 +12,7 @@ import pytest
 import mysql_cdc
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import ConnectionProfile
-from tests.helpers import binlog_end, insert_rows
-
-
-def _url(profile: ConnectionProfile) -> str:
-    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
+from tests.helpers import binlog_end, insert_rows, profile_url
 
 
 def _apply(base: dict[int, Any], rows: list[Any]) -> dict[int, Any]:
@@ -46,7 +42,7 @@ def test_binlog_function_after_a_snapshot_rebuilds_the_table(spark: Any, profile
                                                              root: Any, tmp_path: Any) -> None:
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
     insert_rows(root, "t", ["id", "v", "s"], [(k, k, f"s{k}") for k in range(2, 801, 2)])
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     state = str(tmp_path / "state")
     snap = (spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t")
             .option("chunk_size", 100).option("state_dir", state).load().collect())
@@ -75,7 +71,7 @@ def test_binlog_function_startup_modes_and_end(spark: Any, profile: ConnectionPr
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
     cur = root.cursor()
     cur.execute("INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')")
-    mysql_cdc.register(spark, {"src": _url(profile)})
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
     file, pos, _ = binlog_end(root)
     mariadb = "mariadb" in root.get_server_info().lower()
     cur.execute("SELECT @@gtid_binlog_pos" if mariadb else "SELECT @@gtid_executed")

@@ -23,13 +23,9 @@ import pytest
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import ConnectionProfile
 from tests.conftest import ROOT, ConnectServer, _repo_env, wait_until
-from tests.helpers import insert_rows
+from tests.helpers import insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
-
-
-def _url(profile: ConnectionProfile) -> str:
-    return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
 
 
 class Churn:
@@ -185,7 +181,7 @@ def test_stream_snapshot_then_binlog_mirror_equals_source(
     _make_table(root)
     spark, remote = _session(session, request)
     try:
-        args = (_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), str(tmp_path / "out"))
+        args = (profile_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), str(tmp_path / "out"))
         with Churn(info, db, seed=1) as churn:
             q = start_stream(spark, *args, "availableNow", max_chunks=3, chunk_size=200)
             assert q.awaitTermination(300), "the availableNow query did not end"
@@ -205,7 +201,7 @@ def test_stream_snapshot_then_binlog_mirror_equals_source(
 
 def _job(args: list[str], profile: ConnectionProfile, trigger: str, log: str) -> subprocess.Popen[bytes]:
     env = _repo_env(True)
-    env["MYSQL_CDC_TEST_SOURCE"] = _url(profile)
+    env["MYSQL_CDC_TEST_SOURCE"] = profile_url(profile)
     with open(log, "ab") as f:
         return subprocess.Popen([sys.executable, "-m", "tests.stream_job", *args[:4], trigger, *args[4:]],
                                 cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
@@ -249,7 +245,7 @@ def test_kill_9_of_the_connect_server_mid_snapshot_and_mid_binlog_loses_nothing(
         ) -> None:
     _make_table(root)
     ck, out = str(tmp_path / "ck"), str(tmp_path / "out")
-    args = (_url(profile), f"{db}.t", str(tmp_path / "state"), ck, out)
+    args = (profile_url(profile), f"{db}.t", str(tmp_path / "state"), ck, out)
     srv = ConnectServer(tmp_path / "server", with_repo=True)
     sessions: list[Any] = []
 
@@ -327,7 +323,7 @@ def test_cli_follow_once_then_again_mirrors_the_table(classic_spark: Any, info: 
                                                       tmp_path: Any) -> None:
     _make_table(root)
     env = _repo_env(True)
-    env["MYSQL_CDC_PROFILE_FOLLOW"] = _url(profile)
+    env["MYSQL_CDC_PROFILE_FOLLOW"] = profile_url(profile)
     out, state = str(tmp_path / "out"), str(tmp_path / "state")
     cmd = [sys.executable, "-m", "mysql_cdc", "follow", "--source", "follow", "--table", f"{db}.t", "--out", out,
            "--checkpoint", str(tmp_path / "ck"), "--state-dir", state, "--chunk-size", "500", "--once",
@@ -354,7 +350,7 @@ def test_cli_progress_one_line_errors_and_existing_output(classic_spark: Any, in
     in one line instead of a Spark traceback, an existing --out refused unless --replace."""
     _make_table(root)
     env = _repo_env(True)
-    env["MYSQL_CDC_PROFILE_CLI"] = _url(profile)
+    env["MYSQL_CDC_PROFILE_CLI"] = profile_url(profile)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "mysql_cdc", *args], env=env, cwd=ROOT, capture_output=True,
@@ -410,7 +406,7 @@ def test_changes_just_before_a_ddl_are_delivered_before_the_stream_stops(
     _make_table(root)
     spark, remote = _session(session, request)
     out = str(tmp_path / "out")
-    args = (_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), out)
+    args = (profile_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), out)
     extra = {"max_rows_per_batch": max_rows} if max_rows else {}
     try:
         q = start_stream(spark, *args, "availableNow", max_chunks=4, chunk_size=500, **extra)
