@@ -40,6 +40,7 @@ __all__ = [
     "parse_options",
     "plan_chunks",
     "register",
+    "split",
 ]
 
 __version__ = "0.1.0"
@@ -68,3 +69,13 @@ def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[s
     _, plans = plan_tables(prof, opts)
     names = [name for name, _ in CHUNK_COLUMNS]
     return [dict(zip(names, chunk_row(c))) for p in plans for c in p.chunks]
+
+
+def split(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str, Any]:
+    """The rows of a read of many tables (option ``tables``: values as JSON in ``__values``) as
+    ``{'db.table': DataFrame}``, each typed exactly as a read of that one table (option ``table``) types it,
+    with the metadata columns. ``state_dir`` is the read's; ``tables`` picks some (default: all recorded
+    there). See :mod:`mysql_cdc.udtf.split`."""
+    from mysql_cdc.udtf.split import table_frames
+
+    return table_frames(df, state_dir, tables)

@@ -3,7 +3,8 @@
     mysql-cdc plan --source shop --tables 'shop[.].*' [--chunk-size 100000]
     mysql-cdc snapshot --source shop --table shop.orders --out /data/orders [--replace] [--state-dir D]
     mysql-cdc follow --source shop --table shop.orders --out /data/orders_cdc --checkpoint C --state-dir D [--once]
-    mysql-cdc status --state-dir D --table shop.orders
+    mysql-cdc follow --source shop --tables 'shop[.].*' --out /data/shop_cdc --checkpoint C --state-dir D
+    mysql-cdc status --state-dir D [--table shop.orders]
 
 ``--source`` names a profile from ``$MYSQL_CDC_PROFILE_<NAME>`` or ``$MYSQL_CDC_PROFILES_FILE``; passwords
 never go on the command line (other users could read it in the process list).
@@ -53,12 +54,16 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 
 def _check_source(ns: argparse.Namespace) -> None:
-    """Profile, server and table checked before Spark starts: a configuration error is one line."""
+    """Profile, server and tables checked before Spark starts: a configuration error is one line."""
     from mysql_cdc.options import parse_options, resolve_profile
-    from mysql_cdc.planner.plan import describe_table
+    from mysql_cdc.planner.plan import describe_table, describe_tables
 
-    opts = parse_options(_opts(ns, table=ns.table, chunk_key=ns.chunk_key))
-    describe_table(resolve_profile(opts), opts, ns.table)
+    tables, exclude = getattr(ns, "tables", None), getattr(ns, "exclude", None)
+    opts = parse_options(_opts(ns, table=ns.table, tables=tables, exclude=exclude, chunk_key=ns.chunk_key))
+    if opts.tables:
+        describe_tables(resolve_profile(opts), opts)
+    else:
+        describe_table(resolve_profile(opts), opts, ns.table)
 
 
 class _Progress:
@@ -144,9 +149,9 @@ def cmd_follow(ns: argparse.Namespace) -> int:
 
     spark = _local_spark(ns.master, "mysql-cdc follow")
     mysql_cdc.register(spark)
-    reader = (spark.readStream.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
-              .option("state_dir", ns.state_dir))
-    for key, value in (("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
+    reader = spark.readStream.format("mysql_cdc").option("source", ns.source).option("state_dir", ns.state_dir)
+    for key, value in (("table", ns.table), ("tables", ns.tables), ("exclude", ns.exclude),
+                       ("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
                        ("max_rows_per_batch", ns.max_rows_per_batch), ("chunk_key", ns.chunk_key)):
         if value is not None:
             reader = reader.option(key, value)
@@ -169,6 +174,8 @@ def cmd_follow(ns: argparse.Namespace) -> int:
                 rate = p.get("processedRowsPerSecond") or 0.0
                 if end.get("phase") == "snapshot":
                     where = f"snapshot chunks {end.get('chunk')}/{end.get('chunks')}"
+                    if end.get("round"):
+                        where += f" of tables added (round {end['round']})"
                 elif end.get("phase") == "binlog":
                     where = f"binlog {end.get('file')}:{end.get('pos')}, {_binlog_lag(ns, end)}"
                 else:
@@ -198,10 +205,20 @@ def cmd_status(ns: argparse.Namespace) -> int:
     from mysql_cdc.chunks import TableId
     from mysql_cdc.state.store import StateStore
 
-    store, table = StateStore(ns.state_dir), TableId.parse(ns.table)
+    store = StateStore(ns.state_dir)
     if not store.exists():
         raise StateError(f"state directory {ns.state_dir!r} does not exist: give the --state-dir the snapshot or "
                          "stream recorded into")
+    if ns.table is None:  # every table: one line each, then every committed stream offset
+        for table in store.recorded_tables():
+            recs = store.chunk_records(table)
+            planned = store.plan(table)
+            print(f"{table}: {len(recs)}/{len(planned) if planned is not None else '?'} chunks recorded, "
+                  f"{sum(r.rows for r in recs)} rows")
+        for name, offset in sorted(store.offsets().items()):
+            print(f"committed stream offset ({name}): {offset}")
+        return 0
+    table = TableId.parse(ns.table)
     recs = store.chunk_records(table)
     if not recs and store.plan(table) is None:
         known = ", ".join(map(str, store.recorded_tables())) or "none"
@@ -254,7 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_snapshot)
     f = sub.add_parser("follow", help="snapshot, then follow the binlog, into files (Structured Streaming)")
     f.add_argument("--source", required=True, help=src)
-    f.add_argument("--table", required=True, help="the table, 'db.table'")
+    which = f.add_mutually_exclusive_group(required=True)
+    which.add_argument("--table", help="the table, 'db.table' (its columns, typed)")
+    which.add_argument("--tables", help="comma-separated regular expressions over 'db.table': every matched table, "
+                       "one binlog reader, rows as JSON in __values (mysql_cdc.split types them)")
+    f.add_argument("--exclude", help="with --tables: regular expressions over 'db.table' of tables not captured")
     f.add_argument("--out", required=True, help="output path of the change rows")
     f.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
     f.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
@@ -268,9 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
     f.add_argument("--master", default="local[*]", help=master)
     f.set_defaults(fn=cmd_follow)
-    st = sub.add_parser("status", help="print the recorded chunk watermarks of a table")
+    st = sub.add_parser("status", help="print the recorded chunk watermarks of a table, or a summary of every table")
     st.add_argument("--state-dir", required=True, help="the state directory of a snapshot or stream")
-    st.add_argument("--table", required=True, help="the table, 'db.table'")
+    st.add_argument("--table", help="the table, 'db.table' (default: a line for every recorded table)")
     st.set_defaults(fn=cmd_status)
     return ap
 

@@ -33,8 +33,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("ssl_mode", str, None, "TLS, with host: disabled, preferred, required, verify_ca, verify_identity "
                "(a profile has its own)"),
     OptionSpec("ssl_ca", str, None, "CA certificate file (PEM), with host and ssl_mode verify_ca/verify_identity"),
-    OptionSpec("tables", str, None, "comma-separated regular expressions matched against 'db.table'"),
-    OptionSpec("table", str, None, "one table as 'db.table' (snapshot function, data source)"),
+    OptionSpec("tables", str, None, "comma-separated regular expressions matched against 'db.table': the chunk "
+               "table's tables; in the data source, streams and mysql_cdc_binlog every matched table, one binlog "
+               "reader, each row's values as JSON in __values (mysql_cdc.split types them)"),
+    OptionSpec("exclude", str, None, "with tables: comma-separated regular expressions over 'db.table' of tables "
+               "not captured"),
+    OptionSpec("table", str, None, "one table as 'db.table' (snapshot function, data source); its own columns, "
+               "typed, where tables gives every table's rows as JSON in __values"),
     OptionSpec("chunk_size", int, 0, "rows per chunk; 0: about 16 MiB of rows by the table's average row length "
                "(1,024 to 1,000,000 rows; 8,096 without statistics)"),
     OptionSpec("chunk_key", str, None, "comma-separated NOT NULL columns to split tables without primary key"),
@@ -111,6 +116,7 @@ class CdcOptions:
     ssl_mode: str | None = None
     ssl_ca: str | None = None
     tables: str | None = None
+    exclude: str | None = None
     table: str | None = None
     chunk_size: int = 0
     chunk_key: str | None = None
@@ -151,6 +157,10 @@ class CdcOptions:
     @property
     def table_patterns(self) -> tuple[str, ...]:
         return tuple(p.strip() for p in (self.tables or "").split(",") if p.strip())
+
+    @property
+    def exclude_patterns(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in (self.exclude or "").split(",") if p.strip())
 
 
 def _coerce(spec: OptionSpec, value: Any) -> Any:
@@ -208,7 +218,12 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError(f"max_chunks_per_batch and max_rows_per_batch must be >= 0 (0: no limit), got "
                           f"{opts.max_chunks_per_batch!r} and {opts.max_rows_per_batch!r}")
     opts.server_ids  # noqa: B018 - validates the range
-    for p in opts.table_patterns:
+    if opts.table and opts.tables:
+        raise ConfigError(f"give table={opts.table!r} (one table, typed columns) or tables={opts.tables!r} (patterns, "
+                          "rows as JSON in __values), not both")
+    if opts.exclude and not opts.tables:
+        raise ConfigError(f"exclude={opts.exclude!r} narrows the tables option's patterns: give tables too")
+    for p in opts.table_patterns + opts.exclude_patterns:
         try:
             re.compile(p)
         except re.error as e:

@@ -16,8 +16,9 @@ from mysql_cdc.types import check_columns
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
-def match_tables(conn: Any, patterns: Sequence[str]) -> list[TableId]:
-    """Base tables whose ``db.table`` fully matches one of the regular expressions, sorted."""
+def match_tables(conn: Any, patterns: Sequence[str], exclude: Sequence[str] = ()) -> list[TableId]:
+    """Base tables whose ``db.table`` fully matches one of the regular expressions and none of ``exclude``,
+    sorted."""
     if not patterns:
         raise TableError("no tables given: set tables => 'db.table' (comma-separated regular expressions)")
     cur = conn.cursor()
@@ -25,13 +26,24 @@ def match_tables(conn: Any, patterns: Sequence[str]) -> list[TableId]:
                 "AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s)", SYSTEM_SCHEMAS)
     found = sorted(TableId(str(d), str(t)) for d, t in cur.fetchall())
     cur.close()
-    regexes = [re.compile(p) for p in patterns]
-    out = [t for t in found if any(r.fullmatch(f"{t.database}.{t.table}") for r in regexes)]
+    out = [t for t in found if table_matches(t, patterns, exclude)]
     if not out:
         raise TableError(f"the table pattern(s) {', '.join(map(repr, patterns))} match no table the capture user "
                          "can see; patterns are regular expressions over 'db.table' (e.g. 'shop\\.orders' or "
                          "'shop\\..*'), and the user needs SELECT on the tables")
     return out
+
+
+def table_matches(table: TableId, patterns: Sequence[str], exclude: Sequence[str] = ()) -> bool:
+    """Whether ``db.table`` fully matches one of ``patterns`` and none of ``exclude`` (regular expressions).
+
+    >>> t = TableId("shop", "orders_2024")
+    >>> table_matches(t, ["shop[.].*"]), table_matches(t, ["shop[.].*"], ["shop[.]orders_.*"])
+    (True, False)
+    """
+    name = f"{table.database}.{table.table}"
+    return (any(re.fullmatch(p, name) for p in patterns)
+            and not any(re.fullmatch(p, name) for p in exclude))
 
 
 def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = (), allow_pk_override: bool = False

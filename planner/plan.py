@@ -43,13 +43,51 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
         conn.close()
 
 
+def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
+                    connector: Callable[[ConnectionProfile], Any] = connect
+                    ) -> tuple[ServerFacts, list[TableSchema]]:
+    """The server's facts and the schemas of the matched tables (``opts.tables`` patterns less ``opts.exclude``,
+    or exact ``tables``), on one connection, checked as :func:`plan_tables` checks them, without splitting."""
+    conn = connector(profile)
+    try:
+        facts = inspect_server(conn)
+        ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns,
+                                                                             opts.exclude_patterns)
+        schemas = []
+        for t in ids:
+            schema = table_schema(conn, t, opts.chunk_key_columns, allow_pk_override=not tables and len(ids) > 1)
+            check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
+            check_chunk_key(schema)
+            schemas.append(schema)
+        return facts, schemas
+    finally:
+        conn.close()
+
+
+def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[TableSchema],
+                  connector: Callable[[ConnectionProfile], Any] = connect) -> list[TablePlan]:
+    """Split tables already described (their chunk keys chosen, as :func:`describe_tables` gives them)."""
+    conn = connector(profile)
+    try:
+        facts = server_facts(conn)
+        plans = []
+        for schema in schemas:
+            size = chunk_rows(opts.chunk_size, avg_row_bytes(conn, schema, facts.flavor) if not opts.chunk_size else 0)
+            chunks = split_table(conn, schema, size, opts.split_factor_lower, opts.split_factor_upper)
+            plans.append(TablePlan(schema, tuple(chunks)))
+        return plans
+    finally:
+        conn.close()
+
+
 def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
                 connector: Callable[[ConnectionProfile], Any] = connect) -> tuple[ServerFacts, list[TablePlan]]:
     """Validate the server and split every matched table (``opts.tables`` patterns, or exact ``tables``)."""
     conn = connector(profile)
     try:
         facts = inspect_server(conn)
-        ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns)
+        ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns,
+                                                                             opts.exclude_patterns)
         plans = []
         for t in ids:
             # with a pattern, chunk_key is meant for the matched tables without a primary key

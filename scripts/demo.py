@@ -1,5 +1,6 @@
-"""The main job on a built-in default: a throwaway local server with sample tables, a concurrent writer, and a
-parallel, lock-free snapshot into local Spark through the SQL functions and the data source.
+"""The main job on a built-in default: a throwaway local server with sample tables, a concurrent writer, and the
+whole database captured by one stream into local Spark: a parallel, lock-free snapshot, then one binlog reader
+for every table; each table split out and checked against its source.
 
     bash scripts/demo.sh [--server mariadb|mysql] [--rows 200000]
 """
@@ -62,9 +63,15 @@ def run(info, rows: int) -> None:  # type: ignore[no-untyped-def]
 
     def writer() -> None:  # keeps writing while the snapshot runs: nothing is locked
         w = info.connect(root=True, database="shop")
+        w.autocommit(True)
         c = w.cursor()
         while not stop.is_set():
             c.execute("UPDATE orders SET status = 'paid' WHERE id = %s", (random.randint(1, rows),))
+            if writes[0] % 10 == 0:  # a transaction over both tables
+                c.execute("BEGIN")
+                c.execute("UPDATE customers SET country = 'NL' WHERE id = %s", (random.randint(1, 1000),))
+                c.execute("DELETE FROM orders WHERE id = %s", (random.randint(1, rows),))
+                c.execute("COMMIT")
             writes[0] += 1
 
     t = threading.Thread(target=writer, daemon=True)
@@ -77,35 +84,57 @@ def run(info, rows: int) -> None:  # type: ignore[no-untyped-def]
     spark = (SparkSession.builder.master("local[2]").appName("mysql-cdc-demo").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    state = os.path.join(tempfile.mkdtemp(prefix="mysql-cdc-state-"))
+    work = tempfile.mkdtemp(prefix="mysql-cdc-demo-")
+    state, ck, out = (os.path.join(work, d) for d in ("state", "checkpoint", "changes"))
     mysql_cdc.register(spark, {"demo": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"})
 
     print("\n-- the chunk table: SELECT * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.].*', ...)")
-    chunks = spark.sql("SELECT * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.].*', chunk_size => 20000)")
-    chunks.show(30, truncate=False)
+    spark.sql("SELECT * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.].*', chunk_size => 20000)"
+              ).show(30, truncate=False)
 
-    print("-- a parallel snapshot through SQL: mysql_cdc_snapshot(TABLE(chunks), ...); each chunk is exact at its "
-          "own position while the writer keeps updating")
+    print("-- the whole database in one stream: spark.readStream.format('mysql_cdc').option('tables', 'shop[.].*')")
+    print("   snapshot chunks read in parallel while the writer keeps writing, then one binlog reader for all tables")
     started = time.monotonic()
-    snap = spark.sql(f"""
-        SELECT * FROM mysql_cdc_snapshot(
-          TABLE(SELECT /*+ REPARTITION(2) */ * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.]orders',
-                                                                     chunk_size => 20000)),
-          source => 'demo', table => 'shop.orders', state_dir => '{state}')""")
-    snap.groupBy("__chunk_id", "__position").count().orderBy("__chunk_id").show(30, truncate=False)
-    print(f"   ({time.monotonic() - started:.1f} s)")
-
-    print("-- the same table through the data source: spark.read.format('mysql_cdc')")
-    started = time.monotonic()
-    df = (spark.read.format("mysql_cdc").option("source", "demo").option("table", "shop.orders")
-          .option("chunk_size", 20000).option("partitions", 2).load())
-    n = df.count()
-    print(f"   {n} rows in {df.rdd.getNumPartitions()} partitions, {time.monotonic() - started:.1f} s")
-    df.groupBy("status").count().show()
+    stream = (spark.readStream.format("mysql_cdc").option("source", "demo").option("tables", "shop[.].*")
+              .option("state_dir", state).option("chunk_size", 20000).load())
+    query = (stream.writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
     stop.set()
     t.join()
-    print(f"-- {writes[0]} updates ran concurrently; chunk watermarks recorded under {state}")
+    print(f"   {writes[0]} writes ran concurrently; {time.monotonic() - started:.1f} s")
+    # the writer has stopped: one more run from the checkpoint catches up to the binlog's end
+    query = (spark.readStream.format("mysql_cdc").option("source", "demo").option("tables", "shop[.].*")
+             .option("state_dir", state).load().writeStream.format("parquet").option("path", out)
+             .option("checkpointLocation", ck).trigger(availableNow=True).start())
+    query.awaitTermination()
+
+    print("-- per table, typed as a read of that table: mysql_cdc.split(df, state_dir)")
+    for name, rows in mysql_cdc.split(spark.read.parquet(out), state).items():
+        rows.groupBy("__op").count().orderBy("__op").show()
+        mirror = _apply(rows.collect(), "id")
+        cur.execute(f"SELECT id, {'status' if name.endswith('orders') else 'country'} FROM {name}")
+        source = {r[0]: r[1] for r in cur.fetchall()}
+        column = "status" if name.endswith("orders") else "country"
+        same = {k: v[column] for k, v in mirror.items()} == source
+        print(f"   {name}: snapshot plus changes, applied in binlog order, "
+              f"{'equal' if same else 'DIFFER FROM'} the {len(source)} rows of the source table")
+    print(f"-- chunk watermarks, schemas and offsets under {state}; `python -m mysql_cdc status --state-dir {state}`")
     spark.stop()
+
+
+def _apply(rows, key: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """Snapshot rows, then changes in binlog order: -U/-D delete the key, +I/+U upsert it."""
+    from mysql_cdc.offsets import binlog_file_key
+
+    mirror = {r[key]: r.asDict() for r in rows if r["__op"] == "r"}
+    for r in sorted((r for r in rows if r["__op"] != "r"),
+                    key=lambda r: (binlog_file_key(r["__file"]), r["__pos"], r["__row"])):
+        if r["__op"] in ("-U", "-D"):
+            mirror.pop(r[key], None)
+        else:
+            mirror[r[key]] = r.asDict()
+    return mirror
 
 
 if __name__ == "__main__":

@@ -168,10 +168,11 @@ class StateStore:
         return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]))
                 for r in d["chunks"]]
 
-    def record_schema(self, schema: TableSchema) -> TableSchema:
-        """Keep the table's schema as a stream first planned it (first one wins); return the stored one."""
+    def record_schema(self, schema: TableSchema, replace: bool = False) -> TableSchema:
+        """Keep the table's schema as a stream first planned it (first one wins, unless ``replace``: a table
+        about to be snapshotted, of which nothing was read yet); return the stored one."""
         path = self._path("schemas", f"{table_file_name(schema.table)}.json")
-        self._write(path, json.dumps(schema.to_dict(), sort_keys=True).encode(), first_wins=True)
+        self._write(path, json.dumps(schema.to_dict(), sort_keys=True).encode(), first_wins=not replace)
         stored = self.schema(schema.table)
         assert stored is not None
         return stored
@@ -185,6 +186,49 @@ class StateStore:
         except (KeyError, TypeError, ValueError) as e:
             raise StateError(f"bad schema record of {str(table)!r} under {self.location!r}: {e}") from e
 
+    def recorded_schemas(self) -> list[TableId]:
+        """Tables whose schema is recorded here."""
+        names = [n[:-5] for n in self._list("schemas") or [] if n.endswith(".json")]
+        return sorted({t for t in map(table_of_file_name, names) if t is not None}, key=str)
+
+    def record_capture(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Keep the settings that shape a capture's output (first one wins); return the stored ones."""
+        path = self._path("capture.json")
+        self._write(path, json.dumps(settings, sort_keys=True).encode(), first_wins=True)
+        stored = self.capture()
+        assert stored is not None
+        return stored
+
+    def capture(self) -> dict[str, Any] | None:
+        d = self._read_json(self._path("capture.json"))
+        return d if isinstance(d, dict) else None
+
+    def record_round(self, index: int, tables: Sequence[TableId], resume: dict[str, Any] | None,
+                     dropped: Sequence[TableId] = (), note: str | None = None, end: dict[str, Any] | None = None
+                     ) -> dict[str, Any]:
+        """Keep round ``index`` of a capture of many tables (first one wins): the tables it snapshots and the
+        binlog point where the stream resumes after it (``None``: round 0, the first snapshot), or the tables
+        it takes out of the capture (``dropped``, with ``note`` saying why and where, and ``end``, the binlog
+        point just after the statement). Return the stored round."""
+        path = self._path("rounds", f"{int(index)}.json")
+        data: dict[str, Any] = {"tables": [[t.database, t.table] for t in tables], "resume": resume}
+        if dropped:
+            data.update(dropped=[[t.database, t.table] for t in dropped], note=note, end=end)
+        self._write(path, json.dumps(data, sort_keys=True).encode(), first_wins=True)
+        stored = self.round(index)
+        assert stored is not None
+        return stored
+
+    def round(self, index: int) -> dict[str, Any] | None:
+        """A recorded round: ``{"tables": [TableId, ...], "resume": dict or None, "dropped": [TableId, ...],
+        "note": str or None}``."""
+        d = self._read_json(self._path("rounds", f"{int(index)}.json"))
+        if d is None:
+            return None
+        return {"tables": [TableId(str(db), str(t)) for db, t in d["tables"]], "resume": d.get("resume"),
+                "dropped": [TableId(str(db), str(t)) for db, t in d.get("dropped", [])], "note": d.get("note"),
+                "end": d.get("end")}
+
     def record_offset(self, name: str, offset: dict[str, Any]) -> None:
         """The latest committed offset of a stream (replaced atomically)."""
         self._write(self._path("offsets", f"{_safe(name)}.json"), json.dumps(offset, sort_keys=True).encode(),
@@ -193,6 +237,16 @@ class StateStore:
     def offset(self, name: str) -> dict[str, Any] | None:
         d = self._read_json(self._path("offsets", f"{_safe(name)}.json"))
         return d if isinstance(d, dict) else None
+
+    def offsets(self) -> dict[str, dict[str, Any]]:
+        """Every stream's last committed offset recorded here, by file name (without ``.json``)."""
+        out: dict[str, dict[str, Any]] = {}
+        for n in self._list("offsets") or []:
+            if n.endswith(".json") and not n.startswith("."):
+                d = self._read_json(self._path("offsets", n))
+                if isinstance(d, dict):
+                    out[n[:-5]] = d
+        return out
 
     def _read(self, path: str) -> ChunkRecord | None:
         d = self._read_json(path)

@@ -209,6 +209,18 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def plugin_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server with the plugin installed in its Python (streaming needs it: Spark 4.3 streaming
+    queries do not see session artifacts)."""
+    srv = ConnectServer(tmp_path_factory.mktemp("connect-plugin"), with_repo=True)
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
 def connect_session(connect_server: str) -> Iterator[Any]:
     """One remote session, stopped before its server: a client left open at exit retries its cleanup calls
     against the stopped server and keeps the process from ending."""

@@ -2,8 +2,9 @@
 ``spark.readStream.format("mysql_cdc")`` into a parquet sink with a checkpoint.
 
 As a program: ``python -m tests.stream_job TABLE STATE CHECKPOINT OUT TRIGGER [KEY=VALUE ...]`` (more
-source options), the connection URL in ``$MYSQL_CDC_TEST_SOURCE`` (never on the command line). TRIGGER is
-``availableNow`` (run to the end and exit 0) or ``processing`` (micro-batches every 0.5 s until killed).
+source options; TABLE ``tables=<patterns>`` captures many tables), the connection URL in
+``$MYSQL_CDC_TEST_SOURCE`` (never on the command line). TRIGGER is ``availableNow`` (run to the end and exit
+0) or ``processing`` (micro-batches every 0.5 s until killed).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import mysql_cdc
 def start(spark: Any, url: str, table: str, state: str, checkpoint: str, out: str, trigger: str,
           max_chunks: int = 1, **options: Any) -> Any:
     mysql_cdc.register(spark, {"src": url})
-    reader = (spark.readStream.format("mysql_cdc").option("source", "src").option("table", table)
+    which = ("tables", table[len("tables="):]) if table.startswith("tables=") else ("table", table)
+    reader = (spark.readStream.format("mysql_cdc").option("source", "src").option(*which)
               .option("state_dir", state).option("max_chunks_per_batch", max_chunks))
     for k, v in options.items():
         reader = reader.option(k, v)

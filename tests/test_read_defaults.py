@@ -26,7 +26,7 @@ from mysql_cdc.planner.splitter import (
     MIN_AUTO_CHUNK_ROWS,
     chunk_rows,
 )
-from mysql_cdc.udtf.adapter import arrow_schema_of, read_chunks, spread_chunks
+from mysql_cdc.udtf.adapter import Output, read_chunks, spread_chunks
 from mysql_cdc.udtf.snapshot import SnapshotReader
 from tests.conftest import wait_until
 from tests.helpers import insert_rows, is_connect, profile_url
@@ -125,8 +125,8 @@ def test_the_next_chunk_is_read_ahead_but_recorded_after_its_rows(profile: Conne
     def prefetching() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name.startswith("mysql-cdc-prefetch")]
 
-    out = arrow_schema_of(schema, opts)
-    batches = read_chunks(SnapshotReader(profile, schema, facts, opts), chunks, opts, out)
+    reader = SnapshotReader(profile, schema, facts, opts)
+    batches = read_chunks(lambda _t: reader, chunks, opts, Output({schema.table: schema}, opts))
     first = next(batches)
     assert first.num_rows > 0 and records() == 0  # the chunk is recorded only once all its rows were taken
     assert prefetching()  # the next chunk is being read (or was read) ahead
@@ -138,7 +138,8 @@ def test_the_next_chunk_is_read_ahead_but_recorded_after_its_rows(profile: Conne
     # a consumer that stops early (a LIMIT): nothing more is recorded, and no read is left running
     state2 = str(tmp_path / "state2")
     opts2 = parse_options({"table": f"{db}.t", "chunk_size": 1000, "state_dir": state2})
-    early = read_chunks(SnapshotReader(profile, schema, facts, opts2), chunks, opts2, out)
+    reader2 = SnapshotReader(profile, schema, facts, opts2)
+    early = read_chunks(lambda _t: reader2, chunks, opts2, Output({schema.table: schema}, opts2))
     next(early)
     early.close()  # returns without waiting for the chunk read ahead, whose thread then ends by itself
     wait_until(lambda: not prefetching(), 60, "the read-ahead thread to end")

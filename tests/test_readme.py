@@ -22,9 +22,10 @@ def _readme() -> str:
         return f.read()
 
 
-def _block(lang: str) -> str:
-    blocks = re.findall(rf"```{lang}\n(.*?)```", _readme(), flags=re.S)
-    assert blocks, f"README has no {lang} block"
+def _block(lang: str, containing: str = "") -> str:
+    """The README's first ``lang`` block that contains ``containing``."""
+    blocks = [b for b in re.findall(rf"```{lang}\n(.*?)```", _readme(), flags=re.S) if containing in b]
+    assert blocks, f"README has no {lang} block with {containing!r}"
     return blocks[0]
 
 
@@ -61,7 +62,7 @@ def shop(info: ServerInfo, profile: ConnectionProfile) -> Iterator[str]:
 
 def test_readme_examples_run_verbatim(spark: Any, shop: str, capsys: pytest.CaptureFixture[str]) -> None:
     scope: dict[str, Any] = {"spark": spark}
-    exec(compile(_block("python"), "README.md", "exec"), scope)
+    exec(compile(_block("python", 'option("table", "shop.orders")'), "README.md", "exec"), scope)
     assert scope["orders"].count() == 2500
     assert len(scope["chunks"]) == 3
     assert "2500" in capsys.readouterr().out
@@ -73,3 +74,29 @@ def test_readme_examples_run_verbatim(spark: Any, shop: str, capsys: pytest.Capt
     assert [r["chunk_id"] for r in chunk_rows] == ["shop.orders:0", "shop.orders:1", "shop.orders:2"]
     counts = {r["__chunk_id"]: r["n"] for r in spark.sql(statements[3]).collect()}
     assert sum(counts.values()) == 2500 and len(counts) == 3
+
+
+@pytest.mark.parametrize("session", ["classic", "connect"])
+def test_readme_whole_database_example_runs(session: str, request: pytest.FixtureRequest, shop: str, tmp_path: Any,
+                                            info: ServerInfo) -> None:
+    """The README's first example, with its /data/cdc paths moved under a temporary folder: a stream over the
+    database, each micro-batch split per table into typed files (Connect: on a server with the package)."""
+    from tests.test_streaming import _session
+
+    spark, remote = _session(session, request)
+    conn = info.connect(root=True, database="shop")
+    conn.cursor().execute("CREATE TABLE tmp_scratch (id INT PRIMARY KEY)")  # excluded by the example
+    conn.cursor().execute("CREATE TABLE customers (id INT PRIMARY KEY, name VARCHAR(20))")
+    conn.cursor().execute("INSERT INTO customers VALUES (1, 'a'), (2, 'b')")
+    try:
+        code = _block("python").replace("/data/cdc", str(tmp_path))
+        assert 'option("tables", "shop[.].*")' in code
+        exec(compile(code, "README.md", "exec"), {"spark": spark})
+        orders = spark.read.parquet(str(tmp_path / "changes" / "shop.orders"))
+        assert orders.count() == 2500 and dict(orders.dtypes)["amount"] == "decimal(10,2)"
+        assert spark.read.parquet(str(tmp_path / "changes" / "shop.customers")).count() == 2
+        assert sorted(os.listdir(tmp_path / "changes")) == ["shop.customers", "shop.orders"]
+    finally:
+        conn.close()
+        if remote is not None:
+            remote.stop()

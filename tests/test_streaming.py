@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -145,18 +144,6 @@ def _checkpoint_state(ck: str) -> tuple[int, str | None]:
     with open(os.path.join(offsets_dir, names[-1])) as f:
         last = f.read().strip().splitlines()[-1]
     return committed, json.loads(last).get("phase")
-
-
-@pytest.fixture(scope="session")
-def plugin_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-    """A Spark Connect server with the plugin installed in its Python (streaming needs it: Spark 4.3 streaming
-    queries do not see session artifacts)."""
-    srv = ConnectServer(tmp_path_factory.mktemp("connect-plugin"), with_repo=True)
-    try:
-        srv.start()
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _remote(url: str) -> Any:

@@ -6,7 +6,7 @@ file over this: :mod:`.sql_functions` (the SQL table functions), :mod:`.batch_so
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -33,11 +33,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from mysql_cdc import rowjson
 from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
-from mysql_cdc.planner.plan import describe_table
+from mysql_cdc.planner.plan import describe_table, describe_tables
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.types import spark_type
@@ -195,43 +196,117 @@ def arrow_schema_of(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
     return pa.schema(fields)
 
 
+def _typed(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
+    """Rows of canonical values as a record batch of ``schema`` (the one conversion every change row takes)."""
+    cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in schema]
+    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(cols)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 def changes_to_batches(changes: Iterator[Change], schema: TableSchema, opts: CdcOptions, out_schema: pa.Schema,
                        size: int) -> Iterator[pa.RecordBatch]:
     """Change rows as record batches of the output schema, ``size`` rows at a time."""
     buf: list[tuple[Any, ...]] = []
-
-    def flush() -> pa.RecordBatch:
-        cols = [list(c) for c in zip(*buf)]
-        arrays = [pa.array(col, type=out_schema.field(i).type) for i, col in enumerate(cols)]
-        return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
-
     for ch in changes:
         buf.append((*ch.values, *change_meta(ch)))
         if len(buf) >= size:
-            yield flush()
+            yield _typed(buf, out_schema)
             buf = []
     if buf:
-        yield flush()
+        yield _typed(buf, out_schema)
 
 
-def read_chunks(reader: SnapshotReader, chunks: tuple[Chunk, ...], opts: CdcOptions, out_schema: pa.Schema
-                ) -> Iterator[pa.RecordBatch]:
-    """Read chunks one after another, each exact at its own watermark; record each after its rows were handed
-    on (contract C5). The next chunk is read in a thread while this one's batches go to Spark (the drivers
-    release the GIL while they wait on the server), so at most two chunks are held at once."""
+# ---- many tables in one output: the envelope ----
+
+VALUES_COLUMN = "__values"
+
+
+def envelope_schema() -> StructType:
+    """The output of a read of many tables (option ``tables``): each row's values as one JSON object in
+    ``__values`` (:mod:`mysql_cdc.rowjson`), then the metadata columns, which say the row's table. A stream has
+    one schema while its tables have many; :func:`mysql_cdc.split` types each table's rows again."""
+    return StructType([StructField(VALUES_COLUMN, StringType(), False)] +
+                      [StructField(m, spark_data_type(t), m in _META_NULLABLE) for m, t in META_COLUMNS])
+
+
+ENVELOPE_ARROW = pa.schema([pa.field(VALUES_COLUMN, pa.string(), False)] +
+                           [pa.field(m, _META_ARROW[t], m in _META_NULLABLE) for m, t in META_COLUMNS])
+
+
+class Output:
+    """How rows leave for Spark: one table's own columns, typed (option ``table``), or many tables' rows in
+    the envelope (option ``tables``, :func:`envelope_schema`). Both start from the same typed Arrow values."""
+
+    def __init__(self, schemas: Mapping[TableId, TableSchema], opts: CdcOptions) -> None:
+        self.schemas = dict(schemas)
+        self.opts = opts
+        self.envelope = opts.tables is not None
+        if self.envelope and not opts.metadata_columns:
+            raise ConfigError("metadata_columns false is for reads of one table (option table): a read of tables "
+                              "says each row's table in __database and __table; drop the option")
+        self._arrow = {t: arrow_schema_of(s, opts) for t, s in self.schemas.items()}
+        self._values = {t: table_arrow_schema(s.columns, opts.tinyint1_as_boolean) for t, s in self.schemas.items()}
+
+    def spark_schema(self) -> StructType:
+        if self.envelope:
+            return envelope_schema()
+        (schema,) = self.schemas.values()
+        return output_schema(schema, self.opts)
+
+    def chunk_batch(self, read: ChunkRead, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A batch of a chunk's rows, as the output has them."""
+        if not self.envelope:
+            return with_metadata(read, batch, self._arrow[read.chunk.table])
+        texts = pa.array(rowjson.encode_rows(batch), pa.string())
+        n = batch.num_rows
+        meta = [pa.repeat(pa.scalar(v, _META_ARROW[t]), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
+        return pa.RecordBatch.from_arrays([texts, *meta], schema=ENVELOPE_ARROW)
+
+    def change_batches(self, changes: Iterator[Change], size: int) -> Iterator[pa.RecordBatch]:
+        """Change rows, ``size`` at a time, as the output has them (in binlog order, across tables)."""
+        if not self.envelope:
+            (table,) = self.schemas
+            yield from changes_to_batches(changes, self.schemas[table], self.opts, self._arrow[table], size)
+            return
+        buf: list[Change] = []
+        for ch in changes:
+            buf.append(ch)
+            if len(buf) >= size:
+                yield self._envelope(buf)
+                buf = []
+        if buf:
+            yield self._envelope(buf)
+
+    def _envelope(self, changes: list[Change]) -> pa.RecordBatch:
+        by_table: dict[TableId, list[int]] = {}
+        for i, ch in enumerate(changes):
+            by_table.setdefault(ch.table, []).append(i)
+        texts: list[str] = [""] * len(changes)
+        for t, idx in by_table.items():  # typed as a single-table read types them, then written as JSON
+            for i, text in zip(idx, rowjson.encode_rows(_typed([changes[i].values for i in idx], self._values[t]))):
+                texts[i] = text
+        return _typed([(text, *change_meta(ch)) for text, ch in zip(texts, changes)], ENVELOPE_ARROW)
+
+
+def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chunk, ...], opts: CdcOptions,
+                output: Output) -> Iterator[pa.RecordBatch]:
+    """Read chunks one after another (of one table or several: ``readers`` gives each table's reader), each
+    exact at its own watermark; record each after its rows were handed on (contract C5). The next chunk is
+    read in a thread while this one's batches go to Spark (the drivers release the GIL while they wait on the
+    server), so at most two chunks are held at once."""
     check_recorded(opts, chunks)
     if len(chunks) < 2:
         for chunk in chunks:
-            yield from _handed_on(reader.read(chunk), opts, out_schema)
+            yield from _handed_on(readers(chunk.table).read(chunk), opts, output)
         return
     pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
     try:
-        pending = pool.submit(_read_whole, reader, chunks[0])
+        pending = pool.submit(_read_whole, readers(chunks[0].table), chunks[0])
         for i in range(len(chunks)):
             read = pending.result()
             if i + 1 < len(chunks):
-                pending = pool.submit(_read_whole, reader, chunks[i + 1])
-            yield from _handed_on(read, opts, out_schema)
+                pending = pool.submit(_read_whole, readers(chunks[i + 1].table), chunks[i + 1])
+            yield from _handed_on(read, opts, output)
     finally:
         # a consumer that stops early (a LIMIT, an error) does not wait for the chunk read ahead: the thread
         # finishes it, closes its connection and drops it (nothing is recorded for it)
@@ -245,24 +320,39 @@ def _read_whole(reader: SnapshotReader, chunk: Chunk) -> ChunkRead:
     return read
 
 
-def _handed_on(read: ChunkRead, opts: CdcOptions, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _handed_on(read: ChunkRead, opts: CdcOptions, output: Output) -> Iterator[pa.RecordBatch]:
     for batch in read.batches:
-        yield with_metadata(read, batch, out_schema)
+        yield output.chunk_batch(read, batch)
     record(opts, read)
 
 
-def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schema: TableSchema, opts: CdcOptions
-                 ) -> tuple[BinlogPhase, ReadFrom]:
-    """The reader of one table's changes and where it starts, under ``opts.startup``."""
+class Readers:
+    """One snapshot reader per table, made when a chunk of the table is first read (a callable for
+    :func:`read_chunks`)."""
+
+    def __init__(self, profile: ConnectionProfile, schemas: Mapping[TableId, TableSchema], facts: ServerFacts,
+                 opts: CdcOptions) -> None:
+        self.profile, self.schemas, self.facts, self.opts = profile, schemas, facts, opts
+        self._made: dict[TableId, SnapshotReader] = {}
+
+    def __call__(self, table: TableId) -> SnapshotReader:
+        if table not in self._made:
+            self._made[table] = SnapshotReader(self.profile, self.schemas[table], self.facts, self.opts)
+        return self._made[table]
+
+
+def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schemas: Mapping[TableId, TableSchema],
+                 opts: CdcOptions) -> tuple[BinlogPhase, ReadFrom]:
+    """One reader of the tables' changes (one binlog connection for all of them) and where it starts, under
+    ``opts.startup``."""
     rules = None
     if opts.startup == "initial":
         if not opts.state_dir:
             raise ConfigError("startup 'initial' reads after the recorded snapshot: set state_dir to where the "
                               "snapshot recorded its chunks, or choose startup latest/earliest/offset/timestamp")
-        rules = recorded_rules(StateStore(opts.state_dir), {schema.table: schema}, lambda: connect(profile))
+        rules = recorded_rules(StateStore(opts.state_dir), schemas, lambda: connect(profile))
     start = read_from(profile, facts, opts, rules)
-    return BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: (rules or {}).get(schema.table)}
-                       ), start
+    return BinlogPhase(profile, facts, opts, schemas, {t: (rules or {}).get(t) for t in schemas}), start
 
 
 def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False
@@ -279,11 +369,49 @@ def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: boo
     return facts, pinned_schema(opts, current, snapshot=snapshot)
 
 
+def planned_tables(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False
+                   ) -> tuple[ServerFacts, dict[TableId, TableSchema]]:
+    """The server's facts and the captured tables' schemas: the ``table`` option's one table
+    (:func:`planned_table`), or the tables the ``tables`` patterns match less ``exclude``, each schema pinned in
+    ``opts.state_dir`` as :func:`pinned_schema` pins one."""
+    if not opts.tables:
+        facts, schema = planned_table(profile, opts, snapshot=snapshot)
+        return facts, {schema.table: schema}
+    facts, current = describe_tables(profile, opts)
+    return facts, {s.table: pinned_schema(opts, s, snapshot=snapshot) for s in current}
+
+
+# options that shape a capture's output types: kept in its state_dir, so a restart cannot change them midway and
+# mysql_cdc.split types the rows as they were read
+_SHAPING = ("tinyint1_as_boolean",)
+
+
+def pin_capture(opts: CdcOptions) -> None:
+    """Record the output-shaping options in ``opts.state_dir`` the first time; refuse other values later."""
+    if not opts.state_dir:
+        return
+    now = {k: getattr(opts, k) for k in _SHAPING}
+    kept = StateStore(opts.state_dir).record_capture(now)
+    changed = {k: (kept.get(k), v) for k, v in now.items() if kept.get(k, v) != v}
+    if changed:
+        raise StateError(f"state_dir {opts.state_dir!r} was read with other output types: option(s) "
+                         f"{', '.join(f'{k}={old!r}' for k, (old, _) in changed.items())} (now "
+                         f"{', '.join(f'{k}={new!r}' for k, (_, new) in changed.items())}); keep them, or give a new "
+                         "state_dir (and checkpoint)")
+
+
+def capture_options(store: StateStore) -> CdcOptions:
+    """The output-shaping options a capture recorded in ``store`` (defaults where it recorded none)."""
+    kept = store.capture() or {}
+    return CdcOptions(**{k: kept[k] for k in _SHAPING if k in kept})
+
+
 def pinned_schema(opts: CdcOptions, current: TableSchema, *, snapshot: bool = False) -> TableSchema:
     """The schema recorded in ``opts.state_dir`` (``current`` is recorded if none is), or ``current`` without a
     state_dir; with ``snapshot``, a recorded schema other than ``current`` is an error (see planned_table)."""
     if not opts.state_dir:
         return current
+    pin_capture(opts)
     pinned = StateStore(opts.state_dir).record_schema(current)
     if snapshot and pinned != current:
         raise StateError(f"state_dir {opts.state_dir!r} was planned with another schema of {str(current.table)!r} "

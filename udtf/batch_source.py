@@ -1,5 +1,6 @@
-"""The ``mysql_cdc`` Python data source: ``spark.read.format("mysql_cdc")`` (the chunks of a table read in
-parallel, each exact at its own high watermark) and the entry of ``spark.readStream.format("mysql_cdc")``."""
+"""The ``mysql_cdc`` Python data source: ``spark.read.format("mysql_cdc")`` (the chunks of a table, or of
+every matched table, read in parallel, each exact at its own high watermark) and the entry of
+``spark.readStream.format("mysql_cdc")``."""
 
 from __future__ import annotations
 
@@ -11,20 +12,20 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import (
     ChunkPartition,
-    arrow_schema_of,
-    output_schema,
+    Output,
+    Readers,
     pinned_schema,
-    planned_table,
+    planned_tables,
     read_chunks,
     spread_chunks,
 )
-from mysql_cdc.udtf.snapshot import SnapshotReader
 from mysql_cdc.udtf.stream_reader import MysqlCdcStreamReader
 
 
@@ -33,21 +34,23 @@ class MysqlCdcReader(DataSourceReader):
         self.profile = profile
         self.opts = opts
         self.parallelism = parallelism
-        assert opts.table is not None
-        self.facts, plans = plan_tables(profile, opts, [opts.table])
-        self.schema = pinned_schema(opts, plans[0].schema, snapshot=True)  # a recorded schema must be today's
-        self.chunks = plans[0].chunks
-        if opts.state_dir:  # the plan recorded there, as a stream does: a re-run reads the chunks it recorded
-            self.chunks = tuple(StateStore(opts.state_dir).record_plan(self.schema.table, self.chunks))
+        self.facts, plans = plan_tables(profile, opts, [opts.table] if opts.table else None)
+        # a recorded schema must be today's
+        self.schemas = {p.schema.table: pinned_schema(opts, p.schema, snapshot=True) for p in plans}
+        self.chunks: tuple[Chunk, ...] = ()
+        for p in plans:
+            chunks = p.chunks
+            if opts.state_dir:  # the plan recorded there, as a stream does: a re-run reads the chunks it recorded
+                chunks = tuple(StateStore(opts.state_dir).record_plan(p.schema.table, chunks))
+            self.chunks += chunks
 
     def partitions(self) -> list[InputPartition]:
         return list(spread_chunks(self.chunks, self.opts.partitions, self.parallelism))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChunkPartition)
-        reader = SnapshotReader(self.profile, self.schema, self.facts, self.opts)
-        out_schema = arrow_schema_of(self.schema, self.opts)
-        yield from read_chunks(reader, partition.chunks, self.opts, out_schema)
+        readers = Readers(self.profile, self.schemas, self.facts, self.opts)
+        yield from read_chunks(readers, partition.chunks, self.opts, Output(self.schemas, self.opts))
 
 
 # options a batch read (the snapshot) would ignore: refused instead
@@ -71,14 +74,16 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile], parallelism: in
 
         def _opts(self) -> tuple[ConnectionProfile, CdcOptions]:
             opts = parse_options(dict(self.options))
-            if not opts.table:
-                raise ConfigError("the mysql_cdc data source needs .option('table', 'db.table')")
+            if not opts.table and not opts.tables:
+                raise ConfigError("the mysql_cdc data source needs .option('table', 'db.table') (one table, its "
+                                  "columns typed) or .option('tables', 'db[.].*') (regular expressions: every "
+                                  "matched table, rows as JSON in __values)")
             return resolve_profile(opts, self._profiles), opts
 
         def schema(self) -> StructType:
             profile, opts = self._opts()
-            _, schema = planned_table(profile, opts)
-            return output_schema(schema, opts)
+            _, schemas = planned_tables(profile, opts)
+            return Output(schemas, opts).spark_schema()
 
         def reader(self, schema: StructType) -> DataSourceReader:
             profile, opts = self._opts()

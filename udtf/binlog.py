@@ -29,7 +29,15 @@ from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.udtf.binlog_events import SchemaChange, Transaction, claimed_server_id, read_transactions
+from mysql_cdc.udtf.binlog_events import (
+    SchemaChange,
+    Transaction,
+    claimed_server_id,
+    created_tables,
+    dropped_tables,
+    named_tables,
+    read_transactions,
+)
 from mysql_cdc.udtf.convert import binlog_row_converter
 from mysql_cdc.udtf.emit import EmitRule, SortKey
 
@@ -289,6 +297,8 @@ class BinlogPhase:
         self._orders = {t: KeyOrder(s) for t, s in schemas.items() if rules.get(t) is not None}
         self._keypos = {t: s.positions(s.chunk_key) for t, s in schemas.items()}
         self._conn: Any = None
+        self.new_table_seen = False
+        self.dropped: list[SchemaChange] = []
         self.transactions = 0
         self.last: BinlogOffset | None = None
 
@@ -303,7 +313,17 @@ class BinlogPhase:
             self._conn = self._connect(self.profile)
         return ko.sort_keys(self._conn, keys)
 
+    def _before_snapshot(self, ch: SchemaChange) -> bool:
+        """A statement that made ``ch.table`` (created it, or renamed a table to its name) where every chunk
+        of it holds the statement (the table was snapshotted after it: added to the capture later): the rows
+        the chunks hold are already of its new shape, and nothing of it before the statement is emitted."""
+        rule = self.rules.get(ch.table)
+        return (rule is not None and ch.table in created_tables(ch.statement, ch.database)
+                and rule.decided(BinlogOffset(ch.file, ch.pos), ch.gtid) is False)
+
     def _on_schema_change(self, ch: SchemaChange) -> None:
+        if self._before_snapshot(ch):
+            return
         raise SchemaChangedError(
             f"table {str(ch.table)!r} changed at {ch.file}:{ch.pos} ({ch.statement[:200]!r}); the chunk plan and "
             "the column types no longer describe its rows: the stream stops here. Changes before this position "
@@ -324,30 +344,55 @@ class BinlogPhase:
                 yield from self._transaction(txn)
         self.close()
 
-    def batch_end(self, start: ReadFrom, end: BinlogOffset, max_rows: int = 0) -> BinlogOffset:
+    def batch_end(self, start: ReadFrom, end: BinlogOffset, max_rows: int = 0,
+                  watch: Callable[[TableId], bool] | None = None, drops: bool = False) -> BinlogOffset:
         """Where a micro-batch that starts at ``start`` ends: ``end``, or earlier at the first transaction
         boundary by which ``max_rows`` (if > 0) change rows of the tables were written, or earlier still at the
         boundary just before a DDL statement on a captured table, so that every change before the DDL is
         delivered and committed by the batch. A DDL right at ``start`` stops the stream here, in the driver,
         with :class:`SchemaChangedError` (also after a restart from the checkpoint), before any data moves.
 
+        With ``watch`` (a test of a table's name: would the capture take it?), the batch also ends just after
+        a DDL statement that names a table ``watch`` takes (a table created or renamed into the capture), so
+        that the next batch can add it; :attr:`new_table_seen` then says so. With ``drops``, a ``DROP TABLE``
+        of captured tables right at ``start`` is no stop: the batch is that statement alone, and
+        :attr:`dropped` holds its :class:`SchemaChange` records (the caller takes the tables out of the
+        capture from the batch's end on).
+
         Reads the range once more in the driver; without ``max_rows`` row events are not decoded (boundaries
         and statements only)."""
         seen = 0
         last = start.offset
         ddl: list[SchemaChange] = []
+        self.new_table_seen = False
+        self.dropped = []
+        creating: list[str] = []
 
         def found(ch: SchemaChange) -> None:
+            if self._before_snapshot(ch):
+                return
+            if drops and last == start.offset and ch.table in dropped_tables(ch.statement, ch.database):
+                self.dropped.append(ch)
+                return
             ddl.append(ch)
             raise _StopAtDdl
+
+        def statement(q: str, db: str) -> None:
+            if watch is not None and any(watch(t) for t in named_tables(q, db)):
+                creating.append(q)
 
         with claimed_server_id(self.profile, self.opts.server_ids) as sid:
             try:
                 for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas),
                                              flavor=self.facts.flavor, auto_position=start.auto_position, end=end,
                                              on_schema_change=found, skip_before=start.skip_before,
-                                             decode_rows=max_rows > 0):
+                                             decode_rows=max_rows > 0, on_ddl=statement):
                     last = BinlogOffset(txn.file, txn.end)
+                    if self.dropped:  # the batch is the DROP statement alone
+                        return last
+                    if creating:  # the batch ends just after the statement: the next one adds the table
+                        self.new_table_seen = True
+                        return last
                     seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
                     if max_rows > 0 and seen >= max_rows:
                         return last
@@ -358,31 +403,33 @@ class BinlogPhase:
         return end
 
     def _transaction(self, txn: Transaction) -> Iterator[Change]:
+        # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise. An image its
+        # table's chunks already hold everywhere is not decoded at all: it may predate the table's snapshot
+        # (a table added later, renamed into the capture) and have another shape.
         images: list[tuple[TableId, str, tuple[Any, ...], Any]] = []
+        verdict: list[bool | None] = []
+        pending: dict[TableId, list[int]] = {}
         for r in txn.rows:
             t = TableId(r.database, r.table)
+            rule = self.rules.get(t)
+            d = True if rule is None else rule.decided(BinlogOffset(r.file, r.pos), r.gtid)
             conv = self._conv[t]
             pairs = ((("+I", r.after),) if r.op == "insert" else
                      (("-U", r.before), ("+U", r.after)) if r.op == "update" else (("-D", r.before),))
             for op, img in pairs:
                 assert img is not None
+                if d is False:
+                    images.append((t, op, (), r))
+                    verdict.append(False)
+                    continue
                 if set(img) != self._names[t]:
                     raise SchemaChangedError(
                         f"table {str(t)!r} has columns {sorted(img)!r} at {r.file}:{r.pos}, but the stream "
                         f"was planned with {sorted(self._names[t])!r}; take a new snapshot of the table")
+                if d is None:
+                    pending.setdefault(t, []).append(len(images))
                 images.append((t, op, conv(img), r))
-        # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise
-        verdict: list[bool | None] = []
-        pending: dict[TableId, list[int]] = {}
-        for i, (t, _, _vals, r) in enumerate(images):
-            rule = self.rules.get(t)
-            if rule is None:
-                verdict.append(True)
-                continue
-            d = rule.decided(BinlogOffset(r.file, r.pos), r.gtid)
-            verdict.append(d)
-            if d is None:
-                pending.setdefault(t, []).append(i)
+                verdict.append(d)
         for t, idx in pending.items():
             rule = self.rules[t]
             assert rule is not None

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
-from mysql_cdc.chunks import chunk_row
+from mysql_cdc.chunks import TableId, chunk_row
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
@@ -20,6 +20,7 @@ from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.adapter import (
     SQL_OPTION_KEYS,
+    Output,
     binlog_phase,
     change_meta,
     changes_need_metadata,
@@ -28,6 +29,7 @@ from mysql_cdc.udtf.adapter import (
     meta_values,
     output_schema,
     planned_table,
+    planned_tables,
     record,
 )
 from mysql_cdc.udtf.binlog import (
@@ -70,6 +72,7 @@ class SnapshotAnalyzeResult(AnalyzeResult):
     table_schema: TableSchema | None = None
     facts: ServerFacts | None = None
     options: CdcOptions | None = None
+    schemas: dict[TableId, TableSchema] | None = None
 
 
 class _AnalyzedTable:
@@ -132,37 +135,50 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
 
 
 def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
-    class MysqlCdcBinlog(_AnalyzedTable):
+    class MysqlCdcBinlog:
         """``mysql_cdc_binlog(source => ..., table => ..., state_dir => ...)``: change rows of one table after
         its recorded snapshot (or from ``startup``), up to ``end`` (default: the binlog end when the read
-        starts), typed like the snapshot, with the metadata columns."""
+        starts), typed like the snapshot, with the metadata columns. With ``tables => 'db[.].*'`` instead: the
+        changes of every matched table, read by one binlog reader, each row's values as JSON in ``__values``."""
 
         _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
+
+        def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
+            assert analyze_result.schemas is not None and analyze_result.options is not None
+            self.schemas = analyze_result.schemas
+            self.facts = analyze_result.facts
+            self.opts = analyze_result.options
 
         @staticmethod
         def analyze(**kwargs: AnalyzeArgument) -> AnalyzeResult:
             opts = _sql_options({k: _value(v) for k, v in kwargs.items()})
-            if not opts.table:
-                raise ConfigError("mysql_cdc_binlog needs table => 'db.table'")
+            if not opts.table and not opts.tables:
+                raise ConfigError("mysql_cdc_binlog needs table => 'db.table', or tables => 'db[.].*' (regular "
+                                  "expressions over 'db.table')")
             changes_need_metadata(opts, "mysql_cdc_binlog")
             profile = resolve_profile(opts, MysqlCdcBinlog._profiles)
-            facts, schema = planned_table(profile, opts)
-            return SnapshotAnalyzeResult(schema=output_schema(schema, opts), table_schema=schema, facts=facts,
+            facts, schemas = planned_tables(profile, opts)
+            return SnapshotAnalyzeResult(schema=Output(schemas, opts).spark_schema(), schemas=schemas, facts=facts,
                                          options=opts)
 
         def eval(self, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
             assert self.facts is not None
             profile = resolve_profile(self.opts, self._profiles)
-            phase, start = binlog_phase(profile, self.facts, self.schema, self.opts)
+            phase, start = binlog_phase(profile, self.facts, self.schemas, self.opts)
             end = parse_end(self.opts.end, profile, self.facts)
-            # a DDL of the table inside the range: the read ends at the boundary before it (every change before
+            # a DDL of a table inside the range: the read ends at the boundary before it (every change before
             # it is returned), and a read that starts there stops with SchemaChangedError
             requested, end = end, phase.batch_end(start, end)
             if end != requested:
                 logging.getLogger("mysql_cdc").warning(
-                    "mysql_cdc_binlog of %s ends at %s:%s, before a DDL statement of the table; a read from there "
-                    "stops with SchemaChangedError", self.schema.table, end.file, end.pos)
-            for ch in phase.changes(start, end):
-                yield (*ch.values, *change_meta(ch))
+                    "mysql_cdc_binlog of %s ends at %s:%s, before a DDL statement of a captured table; a read from "
+                    "there stops with SchemaChangedError", ", ".join(map(str, self.schemas)), end.file, end.pos)
+            output = Output(self.schemas, self.opts)
+            if not output.envelope:
+                for ch in phase.changes(start, end):
+                    yield (*ch.values, *change_meta(ch))
+                return
+            for batch in output.change_batches(phase.changes(start, end), self.opts.fetch_size):
+                yield from batch_to_rows(batch)
 
     return MysqlCdcBinlog
