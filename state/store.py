@@ -238,6 +238,26 @@ class StateStore:
         d = self._read_json(self._path("offsets", f"{_safe(name)}.json"))
         return d if isinstance(d, dict) else None
 
+    def retire(self, table: TableId, tag: str) -> None:
+        """Move a dropped table's chunk plan and chunk records under ``retired/<tag>/`` (its schema stays, for
+        reading its rows), so that a table created later under its name is planned and recorded afresh.
+        Idempotent: what is already moved is left."""
+        name = table_file_name(table)
+        moves = [(self._path("plans", f"{name}.json"), self._path("retired", _safe(tag), "plans", f"{name}.json")),
+                 (self._chunk_dir(table), self._path("retired", _safe(tag), "chunks", name))]
+        for src, dst in moves:
+            if self._local:
+                if os.path.exists(src):
+                    _make_dirs(os.path.dirname(dst))
+                    os.replace(src, dst)
+            else:
+                assert self._fs is not None
+                import pyarrow.fs as pafs
+
+                if self._fs.get_file_info(src).type != pafs.FileType.NotFound:
+                    self._fs.create_dir(os.path.dirname(dst), recursive=True)
+                    self._fs.move(src, dst)
+
     def offsets(self) -> dict[str, dict[str, Any]]:
         """Every stream's last committed offset recorded here, by file name (without ``.json``)."""
         out: dict[str, dict[str, Any]] = {}

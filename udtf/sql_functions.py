@@ -21,14 +21,13 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.adapter import (
     SQL_OPTION_KEYS,
     Output,
+    Readers,
     binlog_phase,
     change_meta,
     changes_need_metadata,
     check_recorded,
     chunk_from_row,
     meta_values,
-    output_schema,
-    planned_table,
     planned_tables,
     record,
 )
@@ -36,7 +35,6 @@ from mysql_cdc.udtf.binlog import (
     parse_end,
 )
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.snapshot import SnapshotReader
 
 
 def _sql_options(kwargs: Mapping[str, Any]) -> CdcOptions:
@@ -69,34 +67,35 @@ def build_chunks_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
 
 @dataclass
 class SnapshotAnalyzeResult(AnalyzeResult):
-    table_schema: TableSchema | None = None
     facts: ServerFacts | None = None
     options: CdcOptions | None = None
     schemas: dict[TableId, TableSchema] | None = None
 
 
-class _AnalyzedTable:
-    """A table function whose ``analyze`` described one table: its schema, the server's facts, the options."""
+class _Analyzed:
+    """A table function whose ``analyze`` described its tables: their schemas, the server's facts, the
+    options."""
 
     def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
-        assert analyze_result.table_schema is not None and analyze_result.options is not None
-        self.schema = analyze_result.table_schema
+        assert analyze_result.schemas is not None and analyze_result.options is not None
+        self.schemas = analyze_result.schemas
         self.facts = analyze_result.facts
         self.opts = analyze_result.options
 
 
 def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
-    class MysqlCdcSnapshot(_AnalyzedTable):
+    class MysqlCdcSnapshot(_Analyzed):
         """``mysql_cdc_snapshot(TABLE(chunks), source => ..., table => ...)``: each chunk's rows as of its high
         watermark, typed like the MySQL table, plus ``__op``, ``__database``, ``__table``, ``__chunk_id`` and
-        ``__position`` (the chunk's high watermark as JSON). Chunks are read in the partitions of the TABLE
-        argument (spread them with ``/*+ REPARTITION(n) */``)."""
+        ``__position`` (the chunk's high watermark as JSON). With ``tables => 'db[.].*'`` instead: chunks of
+        every matched table, each row's values as JSON in ``__values``. Chunks are read in the partitions of
+        the TABLE argument (spread them with ``/*+ REPARTITION(n) */``)."""
 
         _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
 
         def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
             super().__init__(analyze_result)
-            self.reader: SnapshotReader | None = None
+            self.readers: Readers | None = None
 
         @staticmethod
         def analyze(chunks: AnalyzeArgument, **kwargs: AnalyzeArgument) -> AnalyzeResult:
@@ -104,50 +103,52 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                 raise ConfigError("the first argument of mysql_cdc_snapshot must be TABLE(<chunk table>), e.g. "
                                   "TABLE(SELECT * FROM mysql_cdc_chunks(...))")
             opts = _sql_options({k: _value(v) for k, v in kwargs.items()})
-            if not opts.table:
-                raise ConfigError("mysql_cdc_snapshot needs table => 'db.table' (the table its chunks belong to)")
+            if not opts.table and not opts.tables:
+                raise ConfigError("mysql_cdc_snapshot needs table => 'db.table' (the table its chunks belong to), "
+                                  "or tables => 'db[.].*' (the patterns the chunk table was planned with)")
             profile = resolve_profile(opts, MysqlCdcSnapshot._profiles)
-            facts, schema = planned_table(profile, opts, snapshot=True)
+            facts, schemas = planned_tables(profile, opts, snapshot=True)
             # No partitioning requirement: each chunk row is read on its own, in the input's partitions. A
             # required PARTITION BY would add a shuffle of a few bytes that adaptive execution coalesces into
             # one task; `SELECT /*+ REPARTITION(n) */ ...` in the TABLE argument spreads the chunks instead.
-            return SnapshotAnalyzeResult(schema=output_schema(schema, opts), table_schema=schema, facts=facts,
+            return SnapshotAnalyzeResult(schema=Output(schemas, opts).spark_schema(), schemas=schemas, facts=facts,
                                          options=opts)
 
         def eval(self, chunks: Any, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
             chunk = chunk_from_row(chunks)
-            if chunk.table != self.schema.table:
-                raise ConfigError(f"chunk {chunk.id!r} belongs to {str(chunk.table)!r}, but this call reads "
-                                  f"table => {str(self.schema.table)!r}; filter the chunk table by table_name")
+            if chunk.table not in self.schemas:
+                which = f"table => {str(next(iter(self.schemas)))!r}" if self.opts.table else \
+                    f"tables => {self.opts.tables!r}"
+                raise ConfigError(f"chunk {chunk.id!r} belongs to {str(chunk.table)!r}, which this call does not "
+                                  f"read ({which}); filter the chunk table by table_name")
             check_recorded(self.opts, [chunk])
-            if self.reader is None:
+            if self.readers is None:
                 assert self.facts is not None
-                self.reader = SnapshotReader(resolve_profile(self.opts, self._profiles), self.schema, self.facts,
-                                             self.opts)
-            read = self.reader.read(chunk)
-            meta = meta_values(read) if self.opts.metadata_columns else ()
-            for batch in read.batches:
-                for row in batch_to_rows(batch):
-                    yield (*row, *meta)
+                self.readers = Readers(resolve_profile(self.opts, self._profiles), self.schemas, self.facts,
+                                       self.opts)
+            read = self.readers(chunk.table).read(chunk)
+            output = Output(self.schemas, self.opts)
+            if output.envelope:
+                for batch in read.batches:
+                    yield from batch_to_rows(output.chunk_batch(read, batch))
+            else:
+                meta = meta_values(read) if self.opts.metadata_columns else ()
+                for batch in read.batches:
+                    for row in batch_to_rows(batch):
+                        yield (*row, *meta)
             record(self.opts, read)
 
     return MysqlCdcSnapshot
 
 
 def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
-    class MysqlCdcBinlog:
+    class MysqlCdcBinlog(_Analyzed):
         """``mysql_cdc_binlog(source => ..., table => ..., state_dir => ...)``: change rows of one table after
         its recorded snapshot (or from ``startup``), up to ``end`` (default: the binlog end when the read
         starts), typed like the snapshot, with the metadata columns. With ``tables => 'db[.].*'`` instead: the
         changes of every matched table, read by one binlog reader, each row's values as JSON in ``__values``."""
 
         _profiles: ClassVar[dict[str, ConnectionProfile]] = dict(profiles)
-
-        def __init__(self, analyze_result: SnapshotAnalyzeResult) -> None:
-            assert analyze_result.schemas is not None and analyze_result.options is not None
-            self.schemas = analyze_result.schemas
-            self.facts = analyze_result.facts
-            self.opts = analyze_result.options
 
         @staticmethod
         def analyze(**kwargs: AnalyzeArgument) -> AnalyzeResult:

@@ -200,6 +200,15 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     len(new), begin.to_dict(), ", ".join(map(str, new)), index)
         return list(self.store.record_round(index, new, begin.to_dict())["tables"])
 
+    def _retire(self, index: int, tables: list[TableId]) -> None:
+        """Dropped tables' plans and chunk records move aside: no batch reads them again (the batch before the
+        DROP is committed when the DROP's batch is planned), and a table created later under the name starts
+        afresh."""
+        for t in tables:
+            self.store.retire(t, f"round-{index}")
+        self._rules_done.clear()
+        self._highest.clear()
+
     def _watch(self, captured: list[TableId]) -> Any:
         known = set(captured)
         patterns, exclude = self.opts.table_patterns, self.opts.exclude_patterns
@@ -246,6 +255,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rounds = int(start.get("rounds", 1))
             rec = self._recorded_round(rounds, begin) if self.many else None
             if rec is not None and rec["dropped"]:  # a DROP planned before a crash: the same batch again
+                self._retire(rounds, rec["dropped"])
                 return {"v": 1, "phase": "binlog", **rec["end"], "rounds": rounds + 1}
             new = (rec["tables"] if rec is not None else self._new_round(rounds, begin)) if self.many else None
             if new:
@@ -272,6 +282,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         end={"file": end.file, "pos": end.pos})
                 rec = self.store.round(rounds)
                 assert rec is not None
+                self._retire(rounds, rec["dropped"])
                 return {"v": 1, "phase": "binlog", **rec["end"], "rounds": rounds + 1}
         if end.position_key() <= begin.offset.position_key() and not begin.auto_position:
             if _phase_of(start) == "snapshot":  # nothing written since the chunks: still, the snapshot is over
