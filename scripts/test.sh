@@ -11,7 +11,7 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/mypy
 set +e
 # a hung run fails here instead of eating CI's whole budget (the suite takes about 20 minutes on 2 cores)
-timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-2400}" .venv/bin/python -m pytest -p no:cacheprovider "$@"
+timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-2400}" .venv/bin/python -m pytest -p no:cacheprovider --durations=15 "$@"
 rc=$?
 set -e
 exit $rc

@@ -259,13 +259,13 @@ class StateStore:
                     self._fs.move(src, dst)
 
     def offsets(self) -> dict[str, dict[str, Any]]:
-        """Every stream's last committed offset recorded here, by file name (without ``.json``)."""
+        """Every stream's last committed offset recorded here, by the name it was recorded under."""
         out: dict[str, dict[str, Any]] = {}
         for n in self._list("offsets") or []:
             if n.endswith(".json") and not n.startswith("."):
                 d = self._read_json(self._path("offsets", n))
                 if isinstance(d, dict):
-                    out[n[:-5]] = d
+                    out[urllib.parse.unquote(n[:-5])] = d
         return out
 
     def _read(self, path: str) -> ChunkRecord | None:

@@ -304,6 +304,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return list(spread_chunks(todo, self.opts.partitions, self.parallelism))
         if start == end:
             return []
+        if self.many and _phase_of(start) == "binlog" and int(end.get("rounds", 1)) > int(start.get("rounds", 1)):
+            return []  # a DROP TABLE alone: no row to read (and the dropped tables' records are moved aside)
         if _phase_of(start) == "snapshot":
             index = int(start.get("round", 0))
             rounds = index + 1
@@ -314,8 +316,6 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin = ReadFrom.from_dict(start)
             rounds = int(start.get("rounds", 1))
             initial = (self.opts.startup == "initial" or rounds > 1) and self._needs_rules(begin, rounds)
-        if self.many and int(end.get("rounds", rounds)) > rounds:  # a DROP TABLE alone: no row to read
-            return []
         tables = tuple((t.database, t.table) for t in self._captured(rounds))
         return [BinlogPartition(begin.to_dict(), {"file": end["file"], "pos": int(end["pos"])}, initial, tables)]
 
