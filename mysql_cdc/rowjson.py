@@ -11,8 +11,9 @@ written as text:
 Arrow type (MySQL types)      JSON
 ============================  ==============================================================
 integers, boolean             number, true/false (BIGINT UNSIGNED above 2^63 is a DECIMAL)
-float32, float64              number, shortest text that reads back to the same float
-decimal128 (DECIMAL)          string of the exact digits, "12.50"
+float32, float64              number, shortest text that reads back to the same double (a float32
+                              value as the double it widens to: 0.1f is 0.10000000149011612)
+decimal128 (DECIMAL)          string of the exact digits, "12.50", never an exponent ("0.000")
 string                        string
 binary (BINARY, BLOB, BIT)    string, base64
 date32 (DATE)                 string, "2024-02-29"
@@ -34,6 +35,8 @@ NULL                          null
 '{"id":7,"price":"12.50","photo":"AP8=","at":"2024-02-29T10:00:00.250000+00:00","t":-3600000000}'
 >>> decode_rows(texts, schema).equals(batch)
 True
+>>> encode_rows(pa.record_batch([pa.array([decimal.Decimal("0E-30")], pa.decimal128(38, 30))], names=["d"]))
+['{"d":"0.000000000000000000000000000000"}']
 """
 
 from __future__ import annotations
@@ -72,9 +75,13 @@ def _micros(v: dt.timedelta) -> int:
     return (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
 
 
+def _digits(v: decimal.Decimal) -> str:
+    return format(v, "f")
+
+
 def _encoder(t: pa.DataType) -> _Codec:
     if pa.types.is_decimal(t):
-        return str
+        return _digits
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return _b64
     if pa.types.is_date(t) or pa.types.is_timestamp(t):

@@ -8,7 +8,7 @@ from typing import Any
 
 from mysql_cdc.chunks import Chunk, TableId
 from mysql_cdc.connect import ServerFacts, connect, server_facts
-from mysql_cdc.errors import ChunkKeyError
+from mysql_cdc.errors import ChunkKeyError, TableError
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import match_tables, table_schema
@@ -44,21 +44,32 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
 
 
 def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
-                    connector: Callable[[ConnectionProfile], Any] = connect
+                    connector: Callable[[ConnectionProfile], Any] = connect, allow_none: bool = False
                     ) -> tuple[ServerFacts, list[TableSchema]]:
     """The server's facts and the schemas of the matched tables (``opts.tables`` patterns less ``opts.exclude``,
-    or exact ``tables``), on one connection, checked as :func:`plan_tables` checks them, without splitting."""
+    or exact ``tables``), on one connection, checked for capture, without splitting. ``allow_none``: no
+    matched table is no error (a running capture looking for new tables)."""
     conn = connector(profile)
     try:
         facts = inspect_server(conn)
-        ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns,
-                                                                             opts.exclude_patterns)
+        if tables:
+            ids = [TableId.parse(t) for t in tables]
+        else:
+            try:
+                ids = match_tables(conn, opts.table_patterns, opts.exclude_patterns)
+            except TableError:
+                if not allow_none:
+                    raise
+                ids = []
         schemas = []
         for t in ids:
             schema = table_schema(conn, t, opts.chunk_key_columns, allow_pk_override=not tables and len(ids) > 1)
             check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
             check_chunk_key(schema)
             schemas.append(schema)
+        if opts.chunk_key_columns and schemas and all(s.primary_key for s in schemas) and not allow_none:
+            raise ChunkKeyError(f"chunk_key {opts.chunk_key!r} is for tables without a primary key, and every "
+                                "matched table has one: drop the option")
         return facts, schemas
     finally:
         conn.close()
@@ -83,23 +94,5 @@ def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[Ta
 def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
                 connector: Callable[[ConnectionProfile], Any] = connect) -> tuple[ServerFacts, list[TablePlan]]:
     """Validate the server and split every matched table (``opts.tables`` patterns, or exact ``tables``)."""
-    conn = connector(profile)
-    try:
-        facts = inspect_server(conn)
-        ids = [TableId.parse(t) for t in tables] if tables else match_tables(conn, opts.table_patterns,
-                                                                             opts.exclude_patterns)
-        plans = []
-        for t in ids:
-            # with a pattern, chunk_key is meant for the matched tables without a primary key
-            schema = table_schema(conn, t, opts.chunk_key_columns, allow_pk_override=not tables and len(ids) > 1)
-            check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
-            check_chunk_key(schema)
-            size = chunk_rows(opts.chunk_size, avg_row_bytes(conn, schema, facts.flavor) if not opts.chunk_size else 0)
-            chunks = split_table(conn, schema, size, opts.split_factor_lower, opts.split_factor_upper)
-            plans.append(TablePlan(schema, tuple(chunks)))
-        if opts.chunk_key_columns and plans and all(p.schema.primary_key for p in plans):
-            raise ChunkKeyError(f"chunk_key {opts.chunk_key!r} is for tables without a primary key, and every "
-                                "matched table has one: drop the option")
-        return facts, plans
-    finally:
-        conn.close()
+    facts, schemas = describe_tables(profile, opts, tables, connector)
+    return facts, split_schemas(profile, opts, schemas, connector)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -63,6 +64,9 @@ def test_every_value_comes_back_as_the_same_arrow_value(batch: pa.RecordBatch) -
     texts = encode_rows(batch)
     assert len(texts) == batch.num_rows
     assert decode_rows(texts, batch.schema).equals(batch)
+    for f in batch.schema:  # DECIMAL text: plain digits, never an exponent
+        if pa.types.is_decimal(f.type):
+            assert all("E" not in (json.loads(t)[f.name] or "") for t in texts)
 
 
 @given(batches())

@@ -4,6 +4,12 @@ Layout under the state directory (a local path or a pyarrow filesystem URI such 
 
     chunks/<db>.<table>/<index>.json     one record per finished chunk, written once
     plans/<db>.<table>.json              a streaming query's chunk plan, written once
+    schemas/<db>.<table>.json            a table's schema as the capture read it, written once (replaced only
+                                         for a table about to be snapshotted again)
+    capture.json                         options that shape the output's types, written once
+    rounds/<n>.json                      a capture of many tables: the tables round n snapshots and where the
+                                         binlog resumes after it, or the tables a DROP took out; written once
+    retired/round-<n>/...                plans and chunk records of tables dropped in round n
     offsets/<stream>.json                the last committed offset of a stream, replaced atomically
 
 A chunk is recorded only after its rows were handed on (contract C5). When a retried task records a chunk
@@ -250,13 +256,22 @@ class StateStore:
                 if os.path.exists(src):
                     _make_dirs(os.path.dirname(dst))
                     os.replace(src, dst)
-            else:
+            else:  # object stores move objects, not folders: one file at a time
                 assert self._fs is not None
                 import pyarrow.fs as pafs
 
-                if self._fs.get_file_info(src).type != pafs.FileType.NotFound:
-                    self._fs.create_dir(os.path.dirname(dst), recursive=True)
-                    self._fs.move(src, dst)
+                kind = self._fs.get_file_info(src).type
+                if kind == pafs.FileType.Directory:
+                    files = [i.path for i in self._fs.get_file_info(pafs.FileSelector(src, recursive=True))
+                             if i.type == pafs.FileType.File]
+                    pairs = [(f, dst + f[len(src):]) for f in files]
+                elif kind == pafs.FileType.File:
+                    pairs = [(src, dst)]
+                else:
+                    pairs = []
+                for a, b in pairs:
+                    self._fs.create_dir(os.path.dirname(b), recursive=True)
+                    self._fs.move(a, b)
 
     def offsets(self) -> dict[str, dict[str, Any]]:
         """Every stream's last committed offset recorded here, by the name it was recorded under."""

@@ -305,9 +305,12 @@ def test_one_stream_mirrors_a_dozen_tables_under_writers_with_one_binlog_connect
 def test_kill_9_of_a_many_table_stream_mid_snapshot_and_mid_binlog_loses_nothing(
         classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any
         ) -> None:
+    """Tables with a key only: the table without one (split by a non-unique chunk_key) is not exactly-once
+    across a crash mid-snapshot (README, "Capture a whole database"), so it is excluded here (``exclude``)."""
     _make(root)
     state, ck, out, log = str(tmp_path / "state"), str(tmp_path / "ck"), str(tmp_path / "out"), str(tmp_path / "l")
-    args = [f"tables={db}[.]t.*", state, ck, out, "max_chunks_per_batch=3", "chunk_size=150", "chunk_key=c"]
+    args = [f"tables={db}[.]t.*", state, ck, out, "max_chunks_per_batch=4", "chunk_size=200",
+            f"exclude={db}[.]t10_nokey"]
     with Writers(info, db, seed=12):
         p = _job(args, profile, "processing", log)
         wait_until(lambda: _checkpoint_state(ck)[0] >= 3 or p.poll() is not None, 300, "three committed batches")
@@ -322,7 +325,9 @@ def test_kill_9_of_a_many_table_stream_mid_snapshot_and_mid_binlog_loses_nothing
         _kill(p)  # mid-binlog, the writers still writing
     p = _job(args, profile, "availableNow", log)
     assert p.wait(300) == 0, _tail(log)
-    _check(classic_spark, out, state, info, db, TABLES)
+    keyed = [t for t in TABLES if t != "t10_nokey"]
+    every = _check(classic_spark, out, state, info, db, keyed)
+    assert {e[0] for e in every} == set(keyed)
 
 
 def _added(state: str, kind: str = "tables") -> set[str]:

@@ -26,12 +26,12 @@ PKG = Path(ROOT) / "mysql_cdc"
 # ---------------------------------------------------------------- layering
 
 # The shared vocabulary at the bottom: every layer may import it; it imports only itself.
-VOCABULARY = {"errors", "options", "chunks", "schema", "types", "offsets", "keyorder", "sql", "connect"}
+VOCABULARY = {"errors", "options", "chunks", "schema", "types", "offsets", "keyorder", "sql", "connect", "rowjson"}
 # The public face: may import anything; nothing imports it.
 PUBLIC = {"", "__main__", "registration", "cli", "docs"}
 # The Spark adapters in udtf/: they use the planner, the readers and the state; the other udtf modules are
 # the readers, which use only the vocabulary and each other.
-ADAPTERS = {"adapter", "sql_functions", "batch_source", "stream_reader"}
+ADAPTERS = {"adapter", "sql_functions", "batch_source", "stream_reader", "split"}
 
 
 def layer_of(module: str) -> str:

@@ -91,15 +91,14 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.many:
             # the first run's tables are round 0; every captured table keeps the schema recorded for it, and
             # tables that match now but are not captured yet are left to a later round (_new_round)
-            self.facts, now = describe_tables(profile, opts)
-            first = self.store.record_round(0, sorted((s.table for s in now), key=str), None)
-            self.first_round = set(first["tables"])
+            # a restart finds the capture's tables in its rounds, even if none matches now (all dropped)
+            self.facts, now = describe_tables(profile, opts, allow_none=self.store.round(0) is not None)
+            self.store.record_round(0, sorted((s.table for s in now), key=str), None)
             current = {s.table: s for s in now}
             self.schemas = {t: pinned_schema(opts, current[t]) if t in current else self._recorded_schema(t)
                             for t in self._recorded_tables()}
         else:
             self.facts, self.schemas = planned_tables(profile, opts)
-            self.first_round = set(self.schemas)
         # the name its committed offset is kept under (mysql-cdc status)
         self.name = str(next(iter(self.schemas))) if not self.many else f"tables {opts.tables}"
         self._look_for_tables = self.many  # at the start, and after a DDL statement named a table that matches
@@ -146,8 +145,12 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return sorted(out, key=str)
 
     def _schemas_of(self, tables: list[TableId]) -> dict[TableId, TableSchema]:
-        """Schemas of some captured tables (a round added after this reader was made: from the state_dir)."""
-        return {t: self.schemas[t] if t in self.schemas else self._recorded_schema(t) for t in tables}
+        """Schemas of some captured tables. With many tables, as the state_dir has them now: executors hold a
+        copy of this reader made at the query's start, and a round may have added a table since (or a table
+        dropped and created again has a new schema)."""
+        if not self.many:
+            return {t: self.schemas[t] for t in tables}
+        return {t: self._recorded_schema(t) for t in tables}
 
     def _chunks(self, index: int, plan_missing: bool = False) -> list[Chunk]:
         """The chunk plans of a round's tables, table after table (the order its batches read them)."""
@@ -162,9 +165,22 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 recorded[p.schema.table] = self.store.record_plan(p.schema.table, p.chunks)
         return [c for t in tables for c in recorded[t] or ()]
 
+    def _added_in(self) -> dict[TableId, int]:
+        """The round that last added each table (a table dropped and created again: its later round)."""
+        out: dict[TableId, int] = {}
+        i = 0
+        while self.many and (rec := self.store.round(i)) is not None:
+            for t in rec["dropped"]:
+                out.pop(t, None)
+            out.update((t, i) for t in rec["tables"])
+            i += 1
+        return out
+
     def _rules(self, tables: list[TableId]) -> dict[TableId, Any]:
-        """Emit rules of the tables that were snapshotted (a first round read from a startup offset was not)."""
-        snapped = [t for t in tables if self.opts.startup == "initial" or t not in self.first_round]
+        """Emit rules of the tables that were snapshotted: every table a later round added, and the first
+        round's when the stream started with the snapshot (startup initial; from a startup offset it did not)."""
+        added = self._added_in()
+        snapped = [t for t in tables if self.opts.startup == "initial" or added.get(t, 0) > 0]
         return recorded_rules(self.store, self._schemas_of(snapped), lambda: connect(self.profile))
 
     def _rules_of(self, rounds: int) -> dict[TableId, Any]:
@@ -188,7 +204,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         self._look_for_tables = False
         captured = set(self._captured(index))
-        _, now = describe_tables(self.profile, self.opts)
+        _, now = describe_tables(self.profile, self.opts, allow_none=True)
         new = sorted((s.table for s in now if s.table not in captured), key=str)
         if not new:
             return None
@@ -245,9 +261,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rounds = index + 1
             rules = self._rules(self._round_tables(index))
             begin = ReadFrom.from_dict(start["resume"]) if start.get("resume") else rules_start(rules)
-            if self._target is not None:
+            highs = [h for rule in rules.values() for h in rule.highs]
+            if self._target is not None and highs:
                 # a mirror is consistent only past every chunk's high watermark
-                highest = max(h for rule in rules.values() for h in rule.highs)
+                highest = max(highs)
                 if highest.position_key() > self._target.position_key():
                     self._target = BinlogOffset(highest.file, highest.pos)
         else:
@@ -256,7 +273,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rec = self._recorded_round(rounds, begin) if self.many else None
             if rec is not None and rec["dropped"]:  # a DROP planned before a crash: the same batch again
                 self._retire(rounds, rec["dropped"])
-                return {"v": 1, "phase": "binlog", **rec["end"], "rounds": rounds + 1}
+                return self._binlog_offset(rec["end"], begin, rounds + 1)
             new = (rec["tables"] if rec is not None else self._new_round(rounds, begin)) if self.many else None
             if new:
                 n = len(self._chunks(rounds, plan_missing=True))
@@ -283,13 +300,16 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 rec = self.store.round(rounds)
                 assert rec is not None
                 self._retire(rounds, rec["dropped"])
-                return {"v": 1, "phase": "binlog", **rec["end"], "rounds": rounds + 1}
+                return self._binlog_offset(rec["end"], begin, rounds + 1)
         if end.position_key() <= begin.offset.position_key() and not begin.auto_position:
             if _phase_of(start) == "snapshot":  # nothing written since the chunks: still, the snapshot is over
                 end = begin.offset
             else:
                 return start
-        out: dict[str, Any] = {"v": 1, "phase": "binlog", "file": end.file, "pos": end.pos}
+        return self._binlog_offset({"file": end.file, "pos": end.pos}, begin, rounds)
+
+    def _binlog_offset(self, at: dict[str, Any], begin: ReadFrom, rounds: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"v": 1, "phase": "binlog", "file": at["file"], "pos": int(at["pos"])}
         if begin.skip_before is not None:
             out["skip_before"] = begin.skip_before
         if self.many:
@@ -304,7 +324,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return list(spread_chunks(todo, self.opts.partitions, self.parallelism))
         if start == end:
             return []
-        if self.many and _phase_of(start) == "binlog" and int(end.get("rounds", 1)) > int(start.get("rounds", 1)):
+        done = int(start.get("round", 0)) + 1 if _phase_of(start) == "snapshot" else int(start.get("rounds", 1))
+        if self.many and int(end.get("rounds", done)) > done:
             return []  # a DROP TABLE alone: no row to read (and the dropped tables' records are moved aside)
         if _phase_of(start) == "snapshot":
             index = int(start.get("round", 0))
@@ -341,7 +362,9 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield from read_chunks(readers, partition.chunks, self.opts, Output(schemas, self.opts))
             return
         assert isinstance(partition, BinlogPartition)
-        tables = [TableId(db, t) for db, t in partition.tables] or sorted(self.schemas, key=str)
+        tables = [TableId(db, t) for db, t in partition.tables]
+        if not self.many and not tables:
+            tables = sorted(self.schemas, key=str)
         schemas = self._schemas_of(tables)
         rules = self._rules(tables) if partition.initial else {}
         phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {t: rules.get(t) for t in tables})
