@@ -33,12 +33,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from mysql_cdc import rowjson
 from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
 from mysql_cdc.planner.plan import describe_table, describe_tables
+from mysql_cdc.rowjson import encode_rows
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.types import spark_type
@@ -257,7 +257,7 @@ class Output:
         """A batch of a chunk's rows, as the output has them."""
         if not self.envelope:
             return with_metadata(read, batch, self._arrow[read.chunk.table])
-        texts = pa.array(rowjson.encode_rows(batch), pa.string())
+        texts = pa.array(encode_rows(batch), pa.string())
         n = batch.num_rows
         meta = [pa.repeat(pa.scalar(v, _META_ARROW[t]), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
         return pa.RecordBatch.from_arrays([texts, *meta], schema=ENVELOPE_ARROW)
@@ -283,7 +283,7 @@ class Output:
             by_table.setdefault(ch.table, []).append(i)
         texts: list[str] = [""] * len(changes)
         for t, idx in by_table.items():  # typed as a single-table read types them, then written as JSON
-            for i, text in zip(idx, rowjson.encode_rows(_typed([changes[i].values for i in idx], self._values[t]))):
+            for i, text in zip(idx, encode_rows(_typed([changes[i].values for i in idx], self._values[t]))):
                 texts[i] = text
         return _typed([(text, *change_meta(ch)) for text, ch in zip(texts, changes)], ENVELOPE_ARROW)
 

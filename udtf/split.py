@@ -14,10 +14,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc import rowjson
 from mysql_cdc.chunks import TableId
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.options import CdcOptions
+from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import META_COLUMNS, VALUES_COLUMN, arrow_schema_of, capture_options, output_schema
@@ -28,7 +28,7 @@ def _decoder(values_schema: pa.Schema, out_schema: pa.Schema) -> Any:
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            typed = rowjson.decode_rows(b.column(VALUES_COLUMN).to_pylist(), values_schema)
+            typed = decode_rows(b.column(VALUES_COLUMN).to_pylist(), values_schema)
             cols = [*typed.columns, *(b.column(m) for m in meta)]
             yield pa.RecordBatch.from_arrays(cols, schema=out_schema)
 
