@@ -494,6 +494,7 @@ def test_row_estimates_of_a_million_and_more_choose_even_chunks(profile: Connect
         assert range_rows(conn, plan.schema, (1,), (2_000_001,)) > 500_000
     finally:
         conn.close()
-    # the even path: every inner chunk spans the same width of keys
+    # the even path: every inner chunk spans the same width of keys. InnoDB samples: its estimate of these 2 M
+    # rows was 2.68 M in one CI run (9 chunks of 330,000 estimated rows), so the count has slack both ways
     widths = {c.end[0] - c.start[0] for c in plan.chunks[1:-1] if c.start and c.end}
-    assert len(widths) == 1 and 5 <= len(plan.chunks) <= 8, [(c.start, c.end) for c in plan.chunks]
+    assert len(widths) == 1 and 4 <= len(plan.chunks) <= 12, [(c.start, c.end) for c in plan.chunks]
