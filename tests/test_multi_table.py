@@ -30,7 +30,7 @@ from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import insert_rows, is_connect, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
-from tests.test_streaming import _checkpoint_state, _job, _kill, _session, _tail
+from tests.test_streaming import Churn, _checkpoint_state, _job, _kill, _session, _tail
 
 BASE = dt.datetime(2024, 2, 28, 23, 59, 0)
 
@@ -81,45 +81,15 @@ def _make(root: Any) -> None:
     cur.close()
 
 
-class Writers:
+class Writers(Churn):
     """A writer thread changing every table until stopped: value updates, keys moved, deletes, inserts, and
     transactions spanning three tables (v set to a mark, a multiple of 10^4 from 10^8, in t01, t03, t04)."""
 
+    pause = 0.003
+
     def __init__(self, info: ServerInfo, db: str, seed: int) -> None:
-        self.conn = info.connect(root=True, database=db)
-        self.conn.autocommit(True)
-        self.rng = random.Random(seed)
-        self.stop_event = threading.Event()
-        self.ops = 0
+        super().__init__(info, db, seed)
         self.spanning = 0
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Writers:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.thread.join(60)
-        assert not self.thread.is_alive()
-        if self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        cur = self.conn.cursor()
-        try:
-            while not self.stop_event.is_set():
-                self.step(cur)
-                self.ops += 1
-                self.stop_event.wait(0.003)
-        except BaseException as e:  # surfaced by stop()
-            self.error = e
-        finally:
-            cur.close()
 
     def step(self, cur: Any) -> None:
         r = self.rng

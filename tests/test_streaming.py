@@ -31,6 +31,8 @@ class Churn:
     """A writer thread changing table ``t`` until stopped: value updates, keys moved between chunks,
     deletes, re-inserts of deleted keys, new keys, multi-row updates, binlog rotations."""
 
+    pause = 0.005  # seconds between two writes
+
     def __init__(self, info: ServerInfo, db: str, seed: int) -> None:
         self.conn = info.connect(root=True, database=db)
         self.conn.autocommit(True)
@@ -60,7 +62,7 @@ class Churn:
             while not self.stop_event.is_set():
                 self.step(cur)
                 self.ops += 1
-                self.stop_event.wait(0.005)
+                self.stop_event.wait(self.pause)
         except BaseException as e:  # surfaced by stop()
             self.error = e
         finally:
