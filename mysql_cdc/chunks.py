@@ -97,13 +97,19 @@ def _split_ident_parts(text: str, count: int) -> tuple[list[str], str]:
 
 @dataclass(frozen=True)
 class Chunk:
-    """One key range of one table. ``index`` counts from 0 in key order."""
+    """One key range of one table. ``index`` counts from 0 in key order.
+
+    A chunk key whose columns may be NULL (``nullable``) splits only keys without a NULL into ranges; the rows
+    whose key has a NULL in any column form one more chunk, the last, with ``nulls`` set and no bounds. A table
+    without any key has one chunk with no key columns: every row."""
 
     table: TableId
     index: int
     key_columns: tuple[str, ...]
     start: Key | None
     end: Key | None
+    nullable: bool = False
+    nulls: bool = False
 
     @property
     def id(self) -> str:
@@ -162,14 +168,21 @@ def even_bounds(min_key: int, max_key: int, approx_rows: int, chunk_size: int,
     return bounds
 
 
-def chunks_from_bounds(table: TableId, key_columns: tuple[str, ...], bounds: list[Key]) -> list[Chunk]:
-    """Contiguous chunks from strictly increasing inner boundaries: ``(-inf, b0), [b0, b1), ..., [bn, +inf)``.
+def chunks_from_bounds(table: TableId, key_columns: tuple[str, ...], bounds: list[Key], nullable: bool = False
+                       ) -> list[Chunk]:
+    """Contiguous chunks from strictly increasing inner boundaries: ``(-inf, b0), [b0, b1), ..., [bn, +inf)``;
+    for a ``nullable`` key, then the chunk of keys with a NULL.
 
     >>> [(c.start, c.end) for c in chunks_from_bounds(TableId("d", "t"), ("id",), [(10,), (20,)])]
     [(None, (10,)), ((10,), (20,)), ((20,), None)]
+    >>> [(c.index, c.start, c.end, c.nulls) for c in chunks_from_bounds(TableId("d", "t"), ("k",), [(5,)], True)]
+    [(0, None, (5,), False), (1, (5,), None, False), (2, None, None, True)]
     """
     edges: list[Key | None] = [None, *bounds, None]
-    return [Chunk(table, i, key_columns, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+    out = [Chunk(table, i, key_columns, edges[i], edges[i + 1], nullable) for i in range(len(edges) - 1)]
+    if nullable:
+        out.append(Chunk(table, len(out), key_columns, None, None, True, True))
+    return out
 
 
 # ---- JSON-safe encoding of key values (chunk table columns, state files) ----
@@ -254,13 +267,14 @@ def decode_key(text: str | None) -> Key | None:
 
 CHUNK_COLUMNS: tuple[tuple[str, str], ...] = (
     ("database", "STRING"), ("table_name", "STRING"), ("chunk_id", "STRING"), ("chunk_index", "INT"),
-    ("key_columns", "ARRAY<STRING>"), ("chunk_start", "STRING"), ("chunk_end", "STRING"))
+    ("key_columns", "ARRAY<STRING>"), ("chunk_start", "STRING"), ("chunk_end", "STRING"), ("null_keys", "BOOLEAN"))
 
 
 def chunk_row(c: Chunk) -> tuple[Any, ...]:
-    """One chunk as a chunk-table row (bounds JSON-encoded; ``None`` for an open end)."""
+    """One chunk as a chunk-table row (bounds JSON-encoded; ``None`` for an open end; ``null_keys`` true for
+    the chunk of rows whose nullable chunk key has a NULL)."""
     return (c.table.database, c.table.table, c.id, c.index, list(c.key_columns), encode_key(c.start),
-            encode_key(c.end))
+            encode_key(c.end), c.nulls)
 
 
 @dataclass(frozen=True)
@@ -274,30 +288,45 @@ class ChunkRecord:
     high: BinlogOffset
     rows: int
     finished_at: float
+    nullable: bool = False
+    nulls: bool = False
 
     @property
     def id(self) -> str:
         return chunk_id(self.table, self.index)
 
     def chunk(self) -> Chunk:
-        return Chunk(self.table, self.index, self.key_columns, decode_key(self.start), decode_key(self.end))
+        return Chunk(self.table, self.index, self.key_columns, decode_key(self.start), decode_key(self.end),
+                     self.nullable, self.nulls)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"database": self.table.database, "table": self.table.table, "index": self.index,
-                "key_columns": list(self.key_columns), "start": self.start, "end": self.end,
-                "low": self.low.to_dict(), "high": self.high.to_dict(), "rows": self.rows,
-                "finished_at": self.finished_at}
+        d = {"database": self.table.database, "table": self.table.table, "index": self.index,
+             "key_columns": list(self.key_columns), "start": self.start, "end": self.end,
+             "low": self.low.to_dict(), "high": self.high.to_dict(), "rows": self.rows,
+             "finished_at": self.finished_at}
+        return {**d, **null_flags(self)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChunkRecord:
         try:
             return cls(TableId(d["database"], d["table"]), int(d["index"]), tuple(d["key_columns"]), d["start"],
                        d["end"], BinlogOffset.from_dict(d["low"]), BinlogOffset.from_dict(d["high"]),
-                       int(d["rows"]), float(d["finished_at"]))
+                       int(d["rows"]), float(d["finished_at"]), bool(d.get("nullable", False)),
+                       bool(d.get("nulls", False)))
         except (KeyError, TypeError, ValueError) as e:
             raise StateError(f"bad chunk record {d!r}: {e}") from e
 
     @classmethod
     def of(cls, chunk: Chunk, low: BinlogOffset, high: BinlogOffset, rows: int) -> ChunkRecord:
         return cls(chunk.table, chunk.index, chunk.key_columns, encode_key(chunk.start), encode_key(chunk.end),
-                   low, high, rows, time.time())
+                   low, high, rows, time.time(), chunk.nullable, chunk.nulls)
+
+
+def null_flags(c: Chunk | ChunkRecord) -> dict[str, bool]:
+    """The NULL-key flags of a chunk for a JSON record: present only when set (records of NOT NULL keys keep
+    their form).
+
+    >>> null_flags(Chunk(TableId("d", "t"), 2, ("k",), None, None, True, True))
+    {'nullable': True, 'nulls': True}
+    """
+    return {k: True for k in ("nullable", "nulls") if getattr(c, k)}

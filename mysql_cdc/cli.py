@@ -47,9 +47,13 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     print(f"server: {facts.version_text} ({facts.flavor}), watermarks: "
           f"{'snapshot' if facts.flavor == 'mariadb' else 'gtid' if facts.gtid_mode else 'position'}")
     for p in plans:
-        print(f"{p.schema.table}: key ({', '.join(p.schema.chunk_key)}), {len(p.chunks)} chunks")
+        key = f"key ({', '.join(p.schema.chunk_key)})" if p.schema.chunk_key else "no key: one chunk"
+        print(f"{p.schema.table}: {key}, {len(p.chunks)} chunks")
         for c in p.chunks:
-            print(f"  {c.id}\t{encode_key(c.start) or '-inf'}\t{encode_key(c.end) or '+inf'}")
+            if c.nulls:
+                print(f"  {c.id}\tkeys with a NULL")
+            else:
+                print(f"  {c.id}\t{encode_key(c.start) or '-inf'}\t{encode_key(c.end) or '+inf'}")
     return 0
 
 
@@ -250,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     src = "connection profile name: $MYSQL_CDC_PROFILE_<NAME> or an entry of $MYSQL_CDC_PROFILES_FILE"
     chunk_size = "rows per chunk (default: about 16 MiB of rows, by the table's average row length)"
-    chunk_key = "comma-separated NOT NULL columns that split a table without a primary key"
+    chunk_key = ("columns that split tables without a primary key (may repeat and be NULL), or '<pattern>:<columns>' "
+                 "entries separated by ';'; without one such a table is one chunk")
     master = "Spark master for the local job (default local[*])"
     p = sub.add_parser("plan", help="validate the server and print the chunks of the matched tables")
     p.add_argument("--source", required=True, help=src)

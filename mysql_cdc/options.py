@@ -42,7 +42,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "typed, where tables gives every table's rows as JSON in __values"),
     OptionSpec("chunk_size", int, 0, "rows per chunk; 0: about 16 MiB of rows by the table's average row length "
                "(1,024 to 1,000,000 rows; 8,096 without statistics)"),
-    OptionSpec("chunk_key", str, None, "comma-separated NOT NULL columns to split tables without primary key"),
+    OptionSpec("chunk_key", str, None,
+               "comma-separated columns that split tables without a primary key (they may repeat and be NULL); or "
+               "'<table pattern>:<columns>' entries separated by ';', one per table. A table without a primary key "
+               "or chunk key is read as one chunk"),
     OptionSpec("split_factor_lower", float, 0.05, "lowest (max-min+1)/rows for evenly sized integer chunks"),
     OptionSpec("split_factor_upper", float, 1000.0, "highest (max-min+1)/rows for evenly sized integer chunks"),
     OptionSpec("server_id_range", str, "900000-900099",
@@ -152,7 +155,34 @@ class CdcOptions:
 
     @property
     def chunk_key_columns(self) -> tuple[str, ...]:
+        """The columns of a plain ``chunk_key`` (every table without a primary key); none in the per-table form."""
+        if ":" in (self.chunk_key or ""):
+            return ()
         return tuple(c.strip() for c in (self.chunk_key or "").split(",") if c.strip())
+
+    @property
+    def chunk_key_entries(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """``(table pattern, columns)`` of each entry of the per-table form ``'db[.]a:k; db[.]b:x,y'``.
+
+        >>> parse_options({"chunk_key": "shop[.]events:day, seq; shop[.]log:id"}).chunk_key_entries
+        (('shop[.]events', ('day', 'seq')), ('shop[.]log', ('id',)))
+        """
+        if ":" not in (self.chunk_key or ""):
+            return ()
+        out = []
+        for entry in (self.chunk_key or "").split(";"):
+            if entry.strip():
+                pattern, _, cols = entry.rpartition(":")
+                out.append((pattern.strip(), tuple(c.strip() for c in cols.split(",") if c.strip())))
+        return tuple(out)
+
+    def chunk_key_of(self, table: str) -> tuple[str, ...]:
+        """The chunk key columns given for ``'db.table'``: the first entry whose pattern matches it in the
+        per-table form, else the plain columns (empty: none given)."""
+        for pattern, cols in self.chunk_key_entries:
+            if re.fullmatch(pattern, table):
+                return cols
+        return self.chunk_key_columns
 
     @property
     def table_patterns(self) -> tuple[str, ...]:
@@ -223,7 +253,11 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
                           "rows as JSON in __values), not both")
     if opts.exclude and not opts.tables:
         raise ConfigError(f"exclude={opts.exclude!r} narrows the tables option's patterns: give tables too")
-    for p in opts.table_patterns + opts.exclude_patterns:
+    for pattern, cols in opts.chunk_key_entries:
+        if not pattern or not cols:
+            raise ConfigError(f"bad chunk_key entry {pattern + ':' + ','.join(cols)!r} in {opts.chunk_key!r}; "
+                              "expected '<table pattern>:<column>[,<column>...]' entries separated by ';'")
+    for p in opts.table_patterns + opts.exclude_patterns + tuple(e[0] for e in opts.chunk_key_entries):
         try:
             re.compile(p)
         except re.error as e:

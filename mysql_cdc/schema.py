@@ -61,6 +61,11 @@ class TableSchema:
         return tuple(idx[n] for n in names)
 
     @property
+    def nullable_key(self) -> bool:
+        """Whether a chunk key column may be NULL (its NULL keys then form a chunk of their own)."""
+        return any(self.column(c).nullable for c in self.chunk_key)
+
+    @property
     def identity(self) -> tuple[str, ...]:
         """Columns that identify a row under correction: the primary key, else every column."""
         return self.primary_key or self.column_names

@@ -54,8 +54,18 @@ def key_compare(cols: Sequence[str], key: Key, op: str) -> tuple[str, list[Any]]
 
 
 def chunk_where(chunk: Chunk) -> tuple[str, list[Any]]:
-    """``WHERE`` text (without the keyword) selecting exactly the chunk's half-open key range."""
-    parts: list[str] = []
+    """``WHERE`` text (without the keyword) selecting exactly the chunk's half-open key range; for a nullable
+    chunk key, ranges hold no key with a NULL and the ``nulls`` chunk holds every such key.
+
+    >>> from mysql_cdc.chunks import TableId
+    >>> chunk_where(Chunk(TableId("d", "t"), 0, ("a", "b"), None, (5, 1), nullable=True))
+    ('`a` IS NOT NULL AND `b` IS NOT NULL AND (`a` < %s OR (`a` = %s AND `b` < %s))', [5, 5, 1])
+    >>> chunk_where(Chunk(TableId("d", "t"), 1, ("a", "b"), None, None, nullable=True, nulls=True))
+    ('(`a` IS NULL OR `b` IS NULL)', [])
+    """
+    if chunk.nulls:
+        return "(" + " OR ".join(f"{ident(c)} IS NULL" for c in chunk.key_columns) + ")", []
+    parts: list[str] = [f"{ident(c)} IS NOT NULL" for c in chunk.key_columns] if chunk.nullable else []
     params: list[Any] = []
     if chunk.start is not None:
         s, p = key_compare(chunk.key_columns, chunk.start, ">=")

@@ -51,9 +51,11 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = (), allow
     """Columns, primary key and chunk key of one table.
 
     The chunk key is the whole primary key; for a table without one, the configured ``chunk_key`` columns
-    (which must exist and be NOT NULL; they need not be unique). A ``chunk_key`` given for a table with a
-    primary key is an error (it was silently ignored), unless ``allow_pk_override`` (a pattern over many
-    tables, where it is meant for those without one).
+    (which must exist; they need not be unique, and may be NULL: keys with a NULL form a chunk of their own);
+    for a table with neither, no columns: the table is read as one chunk. A ``chunk_key`` given for a table with
+    a primary key is an error (it was silently ignored), unless ``allow_pk_override`` (a pattern over many
+    tables, where it is meant for those without one). Tables without a primary key are read at exact points
+    of the binlog and their rows are identified by all their columns (see ``udtf/snapshot.py``).
     """
     cur = conn.cursor()
     cur.execute("SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
@@ -109,13 +111,8 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = (), allow
             if k not in by_name:
                 raise ChunkKeyError(f"chunk key column {k!r} is not a column of {str(table)!r}; columns are "
                                     f"{', '.join(by_name)}")
-            if by_name[k].nullable:
-                raise ChunkKeyError(f"chunk key column {k!r} of {str(table)!r} is nullable; a chunk key must be "
-                                    "NOT NULL (rows with NULL keys would fall in no chunk): choose a NOT NULL "
-                                    "column or add a primary key")
     else:
-        raise ChunkKeyError(f"table {str(table)!r} has no primary key and no chunk key: add a primary key, or "
-                            "set chunk_key => '<NOT NULL column>' to split it")
+        key = ()  # no key at all: one chunk, every row
     schema = TableSchema(table=table, columns=tuple(cols), primary_key=pk, chunk_key=key)
     check_columns(schema)
     return schema

@@ -13,7 +13,7 @@ from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import match_tables, table_schema
 from mysql_cdc.planner.splitter import avg_row_bytes, chunk_rows, split_table
-from mysql_cdc.planner.validate import check_cascades, check_privileges, check_server
+from mysql_cdc.planner.validate import check_cascades, check_lock_privilege, check_privileges, check_server
 from mysql_cdc.schema import TableSchema
 
 
@@ -36,8 +36,11 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
     conn = connector(profile)
     try:
         facts = inspect_server(conn)
-        schema = table_schema(conn, TableId.parse(table), opts.chunk_key_columns)
+        tid = TableId.parse(table)
+        schema = table_schema(conn, tid, opts.chunk_key_of(f"{tid.database}.{tid.table}"))
         check_cascades(conn, facts, [schema.table], opts.allow_unlogged_cascades)
+        if opts.startup == "initial":
+            check_lock_privilege(conn, schema)
         return facts, schema
     finally:
         conn.close()
@@ -63,11 +66,14 @@ def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[s
                 ids = []
         schemas = []
         for t in ids:
-            schema = table_schema(conn, t, opts.chunk_key_columns, allow_pk_override=not tables and len(ids) > 1)
+            schema = table_schema(conn, t, opts.chunk_key_of(f"{t.database}.{t.table}"),
+                                  allow_pk_override=not tables and len(ids) > 1)
             check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
             check_chunk_key(schema)
+            if opts.startup == "initial":
+                check_lock_privilege(conn, schema)
             schemas.append(schema)
-        if opts.chunk_key_columns and schemas and all(s.primary_key for s in schemas) and not allow_none:
+        if opts.chunk_key and schemas and all(s.primary_key for s in schemas) and not allow_none:
             raise ChunkKeyError(f"chunk_key {opts.chunk_key!r} is for tables without a primary key, and every "
                                 "matched table has one: drop the option")
         return facts, schemas

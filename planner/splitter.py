@@ -97,14 +97,16 @@ def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: i
     cols = schema.chunk_key
     qcols = ", ".join(ident(c) for c in cols)  # executed with parameters: % written %%
     table = table_ident(schema.table)
+    # keys with a NULL are the NULL chunk's, never a range boundary
+    nn = "".join(f"{ident(c)} IS NOT NULL AND " for c in cols if schema.column(c).nullable)
     cur = conn.cursor()
     try:
         if start is None:
-            cur.execute(f"SELECT {qcols} FROM {table} ORDER BY {qcols} LIMIT 1 OFFSET %s",
+            cur.execute(f"SELECT {qcols} FROM {table} WHERE {nn}TRUE ORDER BY {qcols} LIMIT 1 OFFSET %s",
                         (chunk_size,))
         else:
             where, params = key_compare(cols, start, ">=")
-            cur.execute(f"SELECT {qcols} FROM {table} WHERE {where} ORDER BY {qcols} "
+            cur.execute(f"SELECT {qcols} FROM {table} WHERE {nn}{where} ORDER BY {qcols} "
                         "LIMIT 1 OFFSET %s", (*params, chunk_size))
         row = cur.fetchone()
         if row is None:
@@ -123,8 +125,12 @@ def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: i
 
 def split_table(conn: Any, schema: TableSchema, chunk_size: int, lower: float = 0.05, upper: float = 1000.0
                 ) -> list[Chunk]:
-    """All chunks of the table, in key order; one open chunk for an empty or one-row table."""
+    """All chunks of the table, in key order; one open chunk for an empty or one-row table, or a table without
+    a key; for a nullable key, then the chunk of keys with a NULL."""
     cols = schema.chunk_key
+    nullable = schema.nullable_key
+    if not cols:
+        return chunks_from_bounds(schema.table, cols, [])
     if len(cols) == 1 and schema.column(cols[0]).is_integral:
         q = quote_ident(cols[0])
         cur = conn.cursor()
@@ -132,11 +138,12 @@ def split_table(conn: Any, schema: TableSchema, chunk_size: int, lower: float = 
         lo, hi = cur.fetchone()
         cur.close()
         if lo is None or lo == hi:
-            return chunks_from_bounds(schema.table, cols, [])
+            return chunks_from_bounds(schema.table, cols, [], nullable)
         bounds = even_bounds(int(lo), int(hi), approx_rows(conn, schema), chunk_size, lower, upper)
         if bounds is not None:
-            return chunks_from_bounds(schema.table, cols, _resplit_crowded(conn, schema, bounds, chunk_size))
-    return chunks_from_bounds(schema.table, cols, _query_bounds(conn, schema, chunk_size, None, None))
+            return chunks_from_bounds(schema.table, cols, _resplit_crowded(conn, schema, bounds, chunk_size),
+                                      nullable)
+    return chunks_from_bounds(schema.table, cols, _query_bounds(conn, schema, chunk_size, None, None), nullable)
 
 
 # An evenly sized range the optimizer estimates at more rows than this many chunks is split again by queries:

@@ -11,9 +11,10 @@ from typing import Any
 
 import pymysql
 
-from mysql_cdc.chunks import TableId
+from mysql_cdc.chunks import TableId, quote_ident
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import PrivilegeError, ServerSettingError, TableError
+from mysql_cdc.schema import TableSchema
 
 MIN_VERSION = {"mysql": (8, 0, 0), "mariadb": (10, 5, 0)}
 
@@ -81,6 +82,33 @@ def check_privileges(conn: Any, facts: ServerFacts) -> None:
                              "GRANT REPLICATION SLAVE ON *.* TO the user")
     if not re.search(r"(ALL PRIVILEGES|SELECT)( \([^)]*\))?[ ,A-Z]*ON ", grants):
         raise PrivilegeError("the capture user has no SELECT privilege: GRANT SELECT ON <db>.* TO the user")
+
+
+def check_lock_privilege(conn: Any, schema: TableSchema) -> None:
+    """A table without a primary key is read at exact binlog points under a brief ``LOCK TABLES ... READ``
+    (``udtf/snapshot.py``): try the lock now, before any row is read, so a missing grant is one clear error.
+    A lock not granted within a second (a transaction holds the table) shows the privilege is there."""
+    if schema.primary_key:
+        return
+    cur = conn.cursor()
+    try:
+        cur.execute("SET SESSION lock_wait_timeout = 1")
+        try:
+            cur.execute(f"LOCK TABLES {schema.table.quoted()} READ")
+        except pymysql.err.MySQLError as e:
+            code = e.args[0] if e.args else None
+            if code in (1044, 1142):
+                raise PrivilegeError(
+                    f"table {str(schema.table)!r} has no primary key: its rows are read at an exact binlog point "
+                    "under a brief LOCK TABLES ... READ, which the capture user may not take (server error "
+                    f"{code}): GRANT LOCK TABLES ON {quote_ident(schema.table.database)}.* TO the user, add a "
+                    "primary key, or start from the binlog (startup 'latest'), which needs no lock") from None
+            if code != 1205:
+                raise
+        finally:
+            cur.execute("UNLOCK TABLES")
+    finally:
+        cur.close()
 
 
 def check_cascades(conn: Any, facts: ServerFacts, tables: list[TableId], allowed: bool) -> None:

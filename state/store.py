@@ -29,7 +29,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, ChunkRecord, TableId, decode_key, encode_key
+from mysql_cdc.chunks import Chunk, ChunkRecord, TableId, decode_key, encode_key, null_flags
 from mysql_cdc.errors import StateError
 from mysql_cdc.schema import TableSchema
 
@@ -157,7 +157,7 @@ class StateStore:
         """Keep a table's chunk plan (first one wins, so a restarted stream reads the same chunks)."""
         path = self._path("plans", f"{table_file_name(table)}.json")
         rows = [{"index": c.index, "key_columns": list(c.key_columns), "start": encode_key(c.start),
-                 "end": encode_key(c.end)} for c in chunks]
+                 "end": encode_key(c.end), **null_flags(c)} for c in chunks]
         self._write(path, json.dumps({"chunks": rows}).encode(), first_wins=True)
         stored = self.plan(table)
         assert stored is not None
@@ -171,8 +171,8 @@ class StateStore:
         d = self._read_json(self._path("plans", f"{table_file_name(table)}.json"))
         if d is None:
             return None
-        return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]))
-                for r in d["chunks"]]
+        return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]),
+                      bool(r.get("nullable", False)), bool(r.get("nulls", False))) for r in d["chunks"]]
 
     def record_schema(self, schema: TableSchema, replace: bool = False) -> TableSchema:
         """Keep the table's schema as a stream first planned it (first one wins, unless ``replace``: a table

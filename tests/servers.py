@@ -284,7 +284,8 @@ class ServerProcess:
             cur.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY %s", (ROOT_PASSWORD,))
             cur.execute("GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION")
             cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (CDC_USER, CDC_PASSWORD))
-            cur.execute("GRANT SELECT, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO %s@'%%'", (CDC_USER,))
+            cur.execute("GRANT SELECT, LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO %s@'%%'",
+                        (CDC_USER,))
 
     def _load_time_zone(self, conn: pymysql.connections.Connection) -> None:
         """Load the one named zone into the time zone tables (not binlogged) and make it the global zone;

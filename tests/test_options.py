@@ -27,6 +27,8 @@ def test_defaults_come_from_the_option_table() -> None:
     ({"tinyint1_as_boolean": "perhaps"}, "must be a bool, got 'perhaps'"),
     ({"split_factor_lower": 5, "split_factor_upper": 1}, "split factors"),
     ({"partitions": -1}, "partitions must be >= 0"),
+    ({"chunk_key": "shop.a:k; shop.b:"}, "bad chunk_key entry 'shop.b:' in 'shop.a:k; shop.b:'"),
+    ({"chunk_key": "shop.(a:k"}, "bad table pattern 'shop.(a'"),
 ])
 def test_bad_options_are_one_clear_error(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):

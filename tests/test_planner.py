@@ -136,16 +136,22 @@ def test_composite_key_chunks(profile: ConnectionProfile, db: str, root: Any) ->
     assert max(len(ks) for ks in per_chunk) <= 4
 
 
-def test_no_primary_key_needs_a_not_null_chunk_key(profile: ConnectionProfile, db: str, root: Any) -> None:
+def test_chunk_keys_of_tables_without_a_primary_key(profile: ConnectionProfile, db: str, root: Any) -> None:
     cur = root.cursor()
     cur.execute("CREATE TABLE nopk (g INT NOT NULL, maybe INT NULL, v VARCHAR(5))")
-    insert_rows(root, "nopk", ["g", "maybe", "v"], [(i // 10, i, "x") for i in range(100)])  # g repeats 10x
-    with pytest.raises(ChunkKeyError, match="no primary key and no chunk key"):
-        _plan(profile, f"{db}\\.nopk")
-    with pytest.raises(ChunkKeyError, match="'maybe'.*nullable"):
-        _plan(profile, f"{db}\\.nopk", chunk_key="maybe")
+    insert_rows(root, "nopk", ["g", "maybe", "v"], [(i // 10, i if i % 4 else None, "x") for i in range(100)])
+    # no key: one chunk of every row; a nullable key: its NULL keys in a last chunk of their own
+    assert [(c.key_columns, c.start, c.end, c.nulls) for c in _plan(profile, f"{db}\\.nopk")] == [
+        ((), None, None, False)]
+    nullable = _plan(profile, f"{db}\\.nopk", chunk_key="maybe", chunk_size=20)
+    assert len(nullable) >= 4 and nullable[-1].nulls and nullable[-1].index == len(nullable) - 1
+    assert sorted(k for ks in _keys_per_chunk(root, nullable, ["maybe"]) for k in ks if k[0] is not None) == sorted(
+        (i,) for i in range(100) if i % 4)
+    assert _keys_per_chunk(root, nullable, ["maybe"])[-1] == [(None,)] * 25
     with pytest.raises(ChunkKeyError, match="'nope' is not a column"):
         _plan(profile, f"{db}\\.nopk", chunk_key="nope")
+    with pytest.raises(ChunkKeyError, match="'nope' is not a column"):  # the per-table form
+        _plan(profile, f"{db}\\.nopk", chunk_key=f"{db}[.]other:g; {db}[.]nopk:nope")
     # a chunk key for a table that has a primary key was silently ignored: an error now, unless a pattern over
     # several tables matched, where it is meant for those without one
     cur.execute("CREATE TABLE withpk (id INT PRIMARY KEY, g INT NOT NULL)")

@@ -64,3 +64,27 @@ def test_table_file_names_are_injective(d1: str, t1: str, d2: str, t2: str) -> N
     a, b = TableId(d1, t1), TableId(d2, t2)
     assert (table_file_name(a) == table_file_name(b)) == (a == b)
     assert "/" not in table_file_name(a) and table_file_name(a) not in (".", "..")
+
+
+@given(st.lists(st.integers(0, 10**6), unique=True, max_size=5), st.booleans(), st.booleans())
+def test_plans_and_records_of_nullable_and_keyless_tables_round_trip(bounds: list[int], nullable: bool,
+                                                                     keyless: bool) -> None:
+    """The chunk of NULL keys (and the ranges of a nullable key) keep their flags through the plan and the
+    records: the binlog phase judges NULL keys by that chunk's watermark."""
+    import tempfile
+
+    from mysql_cdc.chunks import chunks_from_bounds
+
+    t = TableId("d", "t")
+    cols: tuple[str, ...] = () if keyless else ("k",)
+    chunks = chunks_from_bounds(t, cols, [] if keyless else [(b,) for b in sorted(bounds)], nullable and not keyless)
+    with tempfile.TemporaryDirectory() as d:
+        store = StateStore(d)
+        assert store.record_plan(t, chunks) == chunks
+        for c in chunks:
+            store.record_chunk(ChunkRecord.of(c, BinlogOffset("binlog.000001", 4), BinlogOffset("binlog.000001", 9),
+                                              rows=1))
+        recs = store.chunk_records(t)
+    assert [r.chunk() for r in recs] == chunks
+    assert [ChunkRecord.from_dict(r.to_dict()) for r in recs] == recs
+    assert [c.nulls for c in chunks] == [False] * (len(chunks) - 1) + [nullable and not keyless]

@@ -36,6 +36,7 @@ from pyspark.sql.types import (
 from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError, TableError
+from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
 from mysql_cdc.planner.plan import describe_table, describe_tables
 from mysql_cdc.rowjson import encode_rows
@@ -110,8 +111,12 @@ def output_schema(schema: TableSchema, opts: CdcOptions) -> StructType:
 
 
 def chunk_from_row(row: Any) -> Chunk:
-    return Chunk(TableId(row["database"], row["table_name"]), int(row["chunk_index"]), tuple(row["key_columns"]),
-                 decode_key(row["chunk_start"]), decode_key(row["chunk_end"]))
+    """A chunk-table row as a chunk (a row without ``null_keys``, from before that column, is a key range; the
+    reader marks ranges of a nullable key from the table's schema)."""
+    fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+    return Chunk(TableId(fields["database"], fields["table_name"]), int(fields["chunk_index"]),
+                 tuple(fields["key_columns"]), decode_key(fields["chunk_start"]), decode_key(fields["chunk_end"]),
+                 bool(fields.get("null_keys")), bool(fields.get("null_keys")))
 
 
 def position_text(read: ChunkRead) -> str:
@@ -134,21 +139,25 @@ def change_meta(ch: Change) -> tuple[Any, ...]:
             ch.pos, ch.row, ch.gtid, ch.commit_time())
 
 
-def check_recorded(opts: CdcOptions, chunks: tuple[Chunk, ...] | list[Chunk]) -> None:
+def check_recorded(opts: CdcOptions, chunks: tuple[Chunk, ...] | list[Chunk]) -> dict[str, BinlogOffset]:
     """Refuse, before any row is read, a chunk whose index ``opts.state_dir`` has recorded with other bounds:
     it belongs to another chunk plan (statistics moved the split between two runs), and since the first record
     of an index wins, the binlog phase would apply that plan's watermark to these keys (changes lost or
-    doubled)."""
+    doubled). Returns the high watermark recorded for each chunk read before (by chunk id)."""
     if not opts.state_dir:
-        return
+        return {}
     store = StateStore(opts.state_dir)
+    recorded: dict[str, BinlogOffset] = {}
     for c in chunks:
         rec = store.chunk_record(c.table, c.index)
-        if rec is not None and (tuple(rec.key_columns), rec.start, rec.end) != (
-                tuple(c.key_columns), encode_key(c.start), encode_key(c.end)):
+        if rec is not None and (tuple(rec.key_columns), rec.start, rec.end, rec.nulls) != (
+                tuple(c.key_columns), encode_key(c.start), encode_key(c.end), c.nulls):
             raise StateError(f"state_dir {opts.state_dir!r} holds chunk {c.id!r} of another chunk plan: read the "
                              "chunks planned there (the data source and streams reuse the recorded plan), or give "
                              "a new state_dir")
+        if rec is not None:
+            recorded[c.id] = rec.high
+    return recorded
 
 
 def record(opts: CdcOptions, read: ChunkRead) -> None:
@@ -294,18 +303,19 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
     exact at its own watermark; record each after its rows were handed on (contract C5). The next chunk is
     read in a thread while this one's batches go to Spark (the drivers release the GIL while they wait on the
     server), so at most two chunks are held at once."""
-    check_recorded(opts, chunks)
+    recorded = check_recorded(opts, chunks)
     if len(chunks) < 2:
         for chunk in chunks:
-            yield from _handed_on(readers(chunk.table).read(chunk), opts, output)
+            yield from _handed_on(readers(chunk.table).read(chunk, recorded.get(chunk.id)), opts, output)
         return
     pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
     try:
-        pending = pool.submit(_read_whole, readers(chunks[0].table), chunks[0])
+        pending = pool.submit(_read_whole, readers(chunks[0].table), chunks[0], recorded.get(chunks[0].id))
         for i in range(len(chunks)):
             read = pending.result()
             if i + 1 < len(chunks):
-                pending = pool.submit(_read_whole, readers(chunks[i + 1].table), chunks[i + 1])
+                nxt = chunks[i + 1]
+                pending = pool.submit(_read_whole, readers(nxt.table), nxt, recorded.get(nxt.id))
             yield from _handed_on(read, opts, output)
     finally:
         # a consumer that stops early (a LIMIT, an error) does not wait for the chunk read ahead: the thread
@@ -313,9 +323,9 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
         pool.shutdown(wait=False)
 
 
-def _read_whole(reader: SnapshotReader, chunk: Chunk) -> ChunkRead:
+def _read_whole(reader: SnapshotReader, chunk: Chunk, as_of: BinlogOffset | None) -> ChunkRead:
     """A chunk read to its end (a streamed chunk is collected, and its connection closed)."""
-    read = reader.read(chunk)
+    read = reader.read(chunk, as_of)
     read.batches = iter(list(read.batches))
     return read
 

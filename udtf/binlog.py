@@ -210,8 +210,10 @@ def check_offset_exists(profile: ConnectionProfile, offset: BinlogOffset) -> Non
 
 
 def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOrder, conn: Any | None) -> EmitRule:
-    """The emit rule of one table from its recorded chunks (sort-key ranges and high watermarks)."""
-    bounds = [r.chunk() for r in records]
+    """The emit rule of one table from its recorded chunks (sort-key ranges and high watermarks; the chunk of
+    NULL keys, when the key is nullable, apart)."""
+    nulls = [r for r in records if r.nulls]
+    bounds = [r.chunk() for r in records if not r.nulls]
     ends = [c.end for c in bounds if c.end is not None]
     sks = key_order.sort_keys(conn, [tuple(_plain(v) for v in k) for k in ends]) if ends else []
     it = iter(sks)
@@ -221,7 +223,11 @@ def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOr
         end = next(it) if c.end is not None else None
         ranges.append((prev, end))
         prev = end
-    return EmitRule(ranges, [r.high for r in records])
+    if len(nulls) > 1:
+        raise StateError(f"{len(nulls)} chunks of NULL keys are recorded; one is planned")
+    if records and records[0].nullable and not nulls:
+        raise StateError("the chunk of NULL keys is not recorded")
+    return EmitRule(ranges, [r.high for r in records if not r.nulls], nulls[0].high if nulls else None)
 
 
 class _StopAtDdl(Exception):
@@ -434,10 +440,13 @@ class BinlogPhase:
             rule = self.rules[t]
             assert rule is not None
             kp = self._keypos[t]
-            sks = self._sort_keys(t, [tuple(_plain(images[i][2][p]) for p in kp) for i in idx])
-            for i, sk in zip(idx, sks):
+            keys = {i: tuple(_plain(images[i][2][p]) for p in kp) for i in idx}
+            ranged = [i for i in idx if None not in keys[i]]  # a key with a NULL is the NULL chunk's
+            sk_of: dict[int, SortKey | None] = dict(zip(ranged, self._sort_keys(t, [keys[i] for i in ranged]))) \
+                if ranged else {}
+            for i in idx:
                 r = images[i][3]
-                verdict[i] = rule.emit(sk, BinlogOffset(r.file, r.pos), r.gtid)
+                verdict[i] = rule.emit(sk_of.get(i), BinlogOffset(r.file, r.pos), r.gtid)
         for n, ((t, op, vals, r), ok) in enumerate(zip(images, verdict)):
             if ok:
                 yield Change(t, op, vals, r.file, r.pos, n, r.gtid, txn.timestamp)

@@ -16,6 +16,17 @@ at 1500. Reading from 800, a change of key 123 at position 1500 is emitted (1500
 ...                 [O("b.1", 1000), O("b.1", 800), O("b.1", 1500)])
 >>> rule.start.pos, rule.emit((123,), O("b.1", 1500)), rule.emit((50,), O("b.1", 900))
 (800, True, False)
+
+A nullable chunk key has one more chunk, of the keys with a NULL, with its own high watermark (``nulls``): a
+key ``None`` stands for any key with a NULL. Here that chunk was read at 1200; a change of a row whose key is
+NULL at 1100 is in it already, at 1300 it is not. A table without a key has one chunk, open both ways, and its
+key is the empty tuple:
+
+>>> rule = EmitRule([(None, (101,)), ((101,), None)], [O("b.1", 1000), O("b.1", 800)], nulls=O("b.1", 1200))
+>>> rule.emit(None, O("b.1", 1100)), rule.emit(None, O("b.1", 1300)), rule.emit((5,), O("b.1", 1100))
+(False, True, True)
+>>> EmitRule([(None, None)], [O("b.1", 700)]).emit((), O("b.1", 701))
+True
 """
 
 from __future__ import annotations
@@ -33,7 +44,8 @@ SortKey = tuple[Any, ...]
 class EmitRule:
     """Chunks of one table, as contiguous sort-key ranges in key order, with their high watermarks."""
 
-    def __init__(self, ranges: Sequence[tuple[SortKey | None, SortKey | None]], highs: Sequence[BinlogOffset]) -> None:
+    def __init__(self, ranges: Sequence[tuple[SortKey | None, SortKey | None]], highs: Sequence[BinlogOffset],
+                 nulls: BinlogOffset | None = None) -> None:
         if not ranges or len(ranges) != len(highs):
             raise StateError(f"{len(ranges)} chunk ranges but {len(highs)} high watermarks")
         if ranges[0][0] is not None or ranges[-1][1] is not None or any(
@@ -42,7 +54,9 @@ class EmitRule:
         self._starts: list[SortKey] = [r[0] for r in ranges[1:] if r[0] is not None]
         if len(self._starts) != len(ranges) - 1:
             raise StateError("only the first chunk may be open below")
-        self._highs = list(highs)
+        self._nulls = nulls is not None
+        self._highs = [*highs, *([nulls] if nulls is not None else [])]
+        highs = self._highs
         self._sets = [GtidSet.parse(h.gtids) if h.kind == "gtid" else None for h in highs]
         kinds = {s is None for s in self._sets}
         if len(kinds) > 1:
@@ -66,8 +80,13 @@ class EmitRule:
         """Where the binlog phase starts reading: the smallest high watermark."""
         return min(self._highs)
 
-    def owner(self, key: SortKey) -> int:
-        """Index of the chunk whose range holds ``key`` (binary search)."""
+    def owner(self, key: SortKey | None) -> int:
+        """Index of the chunk whose range holds ``key`` (binary search); ``None``: the chunk of NULL keys."""
+        if key is None:
+            if not self._nulls:
+                raise StateError("a key with a NULL, but the table's chunk key was NOT NULL when it was planned: "
+                                 "take a new snapshot of the table")
+            return len(self._highs) - 1
         return bisect.bisect_right(self._starts, key)
 
     def decided(self, event: BinlogOffset, gtid: str | None = None) -> bool | None:
@@ -89,7 +108,7 @@ class EmitRule:
             return False
         return None
 
-    def emit(self, key: SortKey, event: BinlogOffset, gtid: str | None = None) -> bool:
+    def emit(self, key: SortKey | None, event: BinlogOffset, gtid: str | None = None) -> bool:
         i = self.owner(key)
         high, gset = self._highs[i], self._sets[i]
         if gset is not None:

@@ -16,23 +16,33 @@ Watermarks are exact per server (DESIGN.md section 4), never the seeds' plain bi
   transaction written to the binlog but not yet committed in the engine while the low watermark is taken is
   lost by this method; it is here for servers without GTIDs, with a warning, and so tests can show the loss.
 
+A table without a primary key cannot be corrected: its rows are identified by all their columns, two equal rows
+are two rows, and a change the SELECT already saw would be applied twice. Its chunks are read at one exact
+point instead, on every server and strategy (:meth:`SnapshotReader._read_pinned`): a second session holds
+``LOCK TABLES <table> READ`` only while the reading transaction opens its read view and the binlog position
+(and GTID set) is read. The lock waits for every transaction that wrote the table to end and keeps new ones
+out, so the read view holds exactly the table's changes before that point and none after it: low = high, no
+backfill. Writers of that table wait for the lock, a few milliseconds; a lock not granted within
+:data:`PIN_LOCK_WAIT` seconds (a long transaction on the table) is tried again, then reported.
+
 Memory is bounded by the chunk: the ``snapshot`` strategy streams batches; the others hold one chunk's rows. The
 Spark readers read the next chunk ahead (:func:`udtf.adapter.read_chunks`), so a worker holds two chunks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.chunks import Chunk
+from mysql_cdc.chunks import Chunk, quote_ident
 from mysql_cdc.connect import ServerFacts, connect_fast, streaming_cursor
-from mysql_cdc.errors import ConfigError, ServerSettingError
+from mysql_cdc.errors import ConfigError, PrivilegeError, ServerSettingError, TableError
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
@@ -53,11 +63,13 @@ from mysql_cdc.udtf.convert import (
     table_arrow_schema,
     value_converter,
 )
-from mysql_cdc.udtf.correct import RowChange, correct_chunk
+from mysql_cdc.udtf.correct import RowChange, correct_chunk, undo_changes
 from mysql_cdc.udtf.fast_select import FastPathUnavailable, fast_columns, fast_select
 
 log = logging.getLogger("mysql_cdc")
 ARROW_BATCH_ROWS = 65536
+PIN_LOCK_WAIT = 5  # seconds a table without a primary key waits for its brief read lock, per attempt
+PIN_ATTEMPTS = 6
 
 
 @dataclass
@@ -164,6 +176,7 @@ class SnapshotReader:
         self.key_order = KeyOrder(schema)
         self.arrow_schema = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
         self.fast = fast and fast_columns(schema) is not None
+        self.pinned = not schema.primary_key  # rows identified by all columns: read at one exact point
         self._convs = [(i, f) for i, c in enumerate(schema.columns)
                        if (f := value_converter(c, opts.tinyint1_as_boolean)) is not None]
 
@@ -186,12 +199,22 @@ class SnapshotReader:
         return BinlogOffset(vals["binlog_snapshot_file"], int(vals["binlog_snapshot_position"]), None, "snapshot")
 
     # -- reading --
-    def read(self, chunk: Chunk) -> ChunkRead:
+    def read(self, chunk: Chunk, as_of: BinlogOffset | None = None) -> ChunkRead:
+        """The chunk's rows, exact at the high watermark of the result. ``as_of``: the high watermark a former
+        read of this chunk recorded (the binlog phase starts there); a table without a primary key is brought
+        back to it (:meth:`_read_pinned`), a keyed table needs not be (its changes apply idempotently)."""
         if chunk.table != self.schema.table:
             raise ConfigError(f"chunk {chunk.id!r} is not of table {str(self.schema.table)!r}")
         if tuple(chunk.key_columns) != tuple(self.schema.chunk_key):
             raise ConfigError(f"chunk {chunk.id!r} is split by {list(chunk.key_columns)!r}, but the table's chunk key "
                               f"is {list(self.schema.chunk_key)!r}: plan the chunks again with the same chunk_key")
+        if chunk.nullable != self.schema.nullable_key:  # a chunk-table row does not say; the schema does
+            chunk = replace(chunk, nullable=self.schema.nullable_key)
+        if chunk.nulls and not chunk.nullable:
+            raise ConfigError(f"chunk {chunk.id!r} is the chunk of NULL keys, but the chunk key of "
+                              f"{str(self.schema.table)!r} is NOT NULL: plan the chunks again")
+        if self.pinned:
+            return self._read_pinned(chunk, as_of)
         if self.strategy == "snapshot" and self.fast and not self.hooks.after_low_watermark \
                 and not self.hooks.before_high_watermark:
             try:
@@ -253,6 +276,76 @@ class SnapshotReader:
         finally:
             cur.close()
 
+    def _pin(self, lock: Any, conn: Any) -> BinlogOffset:
+        """Open ``conn``'s read view while ``lock`` holds the table's read lock; the binlog point it matches."""
+        cur = lock.cursor()
+        try:
+            cur.execute(f"SET SESSION lock_wait_timeout = {PIN_LOCK_WAIT}")
+            for attempt in range(1, PIN_ATTEMPTS + 1):
+                try:
+                    cur.execute(f"LOCK TABLES {self.schema.table.quoted()} READ")
+                    break
+                except Exception as e:
+                    code = getattr(e, "args", (None,))[0]
+                    if code in (1044, 1142):
+                        raise PrivilegeError(
+                            f"table {str(self.schema.table)!r} has no primary key: it is read at an exact binlog "
+                            "point under a brief LOCK TABLES ... READ, which the capture user may not take "
+                            f"(server error {code}): GRANT LOCK TABLES ON {quote_ident(self.schema.table.database)}.* "
+                            "TO the user, or add a primary key") from None
+                    if code != 1205 or attempt == PIN_ATTEMPTS:
+                        if code == 1205:
+                            raise TableError(
+                                f"table {str(self.schema.table)!r} (no primary key) could not be read-locked for "
+                                f"a moment in {PIN_ATTEMPTS} tries of {PIN_LOCK_WAIT} s: a transaction holds it "
+                                "that long; end long transactions on it, or add a primary key") from None
+                        raise
+                    log.info("table %s: read lock not granted in %s s (attempt %s)", self.schema.table,
+                             PIN_LOCK_WAIT, attempt)
+            try:
+                conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                if self.strategy == "snapshot":
+                    return self._snapshot_position(conn)
+                return self._binlog_end(lock, "gtid" if self.strategy == "gtid" else "position")
+            finally:
+                cur.execute("UNLOCK TABLES")
+        finally:
+            cur.close()
+
+    def _read_pinned(self, chunk: Chunk, as_of: BinlogOffset | None) -> ChunkRead:
+        """A chunk of a table without a primary key: its rows at one exact point (see the module docstring).
+        Read again after a crash (``as_of`` recorded by the former read), the rows are brought back to that
+        point by undoing the table's changes between it and now (:func:`udtf.correct.undo_changes`): the output
+        is then the same multiset whichever read's output a sink keeps, and the binlog phase applies each later
+        change exactly once to it."""
+        lock = self.connect(self.profile)
+        try:
+            conn = self.connect(self.profile)
+            try:
+                pos = self._pin(lock, conn)
+            except BaseException:
+                conn.close()
+                raise
+        finally:
+            lock.close()
+        if self.hooks.after_low_watermark:
+            self.hooks.after_low_watermark(chunk)
+        read = self._stream(conn, chunk, pos)
+        if as_of is None or as_of.to_dict() == pos.to_dict():
+            return read
+        rows = [r for b in read.batches for r in batch_to_rows(b)]
+        changes = self._backfill(as_of, pos)
+        if changes:
+            images = [img for ch in changes for img in (ch.before, ch.after) if img is not None]
+            with contextlib.closing(self.connect(self.profile)) as c:
+                in_chunk = self._in_chunk(c, chunk, images)
+            rows = undo_changes(rows, changes, in_chunk)
+        cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.schema.columns]
+        data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
+        log.info("chunk %s read again at %s: %s changes since its recorded point %s undone", chunk.id,
+                 pos.to_dict(), len(changes), as_of.to_dict())
+        return ChunkRead(chunk, as_of, as_of, self._batches(data), rows=len(rows), corrected=len(changes))
+
     def _read_streaming(self, conn: Any, chunk: Chunk) -> ChunkRead:
         conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         pos = self._snapshot_position(conn)
@@ -272,6 +365,11 @@ class SnapshotReader:
                 return self._corrected(conn, chunk, low, data, "mysqlclient")
             finally:
                 conn.close()
+        return self._stream(conn, chunk, pos)
+
+    def _stream(self, conn: Any, chunk: Chunk, pos: BinlogOffset) -> ChunkRead:
+        """The chunk's rows from ``conn``'s open read view, which is the table at ``pos`` (low = high)."""
+        width = len(self.schema.columns)
         result = ChunkRead(chunk, pos, pos, iter(()))
 
         def gen() -> Iterator[pa.RecordBatch]:
@@ -361,23 +459,35 @@ class SnapshotReader:
                                              None if r.after is None else conv(r.after)))
         return changes
 
-    def _correct(self, conn: Any, chunk: Chunk, rows: list[tuple[Any, ...]], changes: list[RowChange]
-                 ) -> list[tuple[Any, ...]]:
+    def _in_chunk(self, conn: Any, chunk: Chunk, images: list[tuple[Any, ...]]) -> Callable[[tuple[Any, ...]], bool]:
+        """Whether an image (one of ``images``) has its key in the chunk: in its range, with no NULL in it for a
+        nullable key; with a NULL in it for the chunk of NULL keys."""
         key_pos = self.schema.positions(self.schema.chunk_key)
-        id_pos = self.schema.positions(self.schema.identity)
-        images = [img for ch in changes for img in (ch.before, ch.after) if img is not None]
         keys = [tuple(_plain(img[i]) for i in key_pos) for img in images]
+        ranged = [(img, k) for img, k in zip(images, keys) if None not in k]
+        nulls = {id(img) for img, k in zip(images, keys) if None in k}
         bounds = [b for b in (chunk.start, chunk.end) if b is not None]
-        sks = self.key_order.sort_keys(conn, [*keys, *bounds]) if (keys or bounds) else []
-        sk_of = {id(img): sk for img, sk in zip(images, sks)}
-        start_sk = sks[len(keys)] if chunk.start is not None else None
+        sks = self.key_order.sort_keys(conn, [*(k for _, k in ranged), *bounds]) if (ranged or bounds) else []
+        sk_of = {id(img): sk for (img, _), sk in zip(ranged, sks)}
+        start_sk = sks[len(ranged)] if chunk.start is not None else None
         end_sk = sks[-1] if chunk.end is not None else None
 
         def in_chunk(img: tuple[Any, ...]) -> bool:
+            if id(img) in nulls:
+                return chunk.nulls
+            if chunk.nulls:
+                return False
             sk = sk_of[id(img)]
             return (start_sk is None or sk >= start_sk) and (end_sk is None or sk < end_sk)
 
-        return correct_chunk(rows, changes, identity=lambda r: tuple(r[i] for i in id_pos), in_chunk=in_chunk)
+        return in_chunk
+
+    def _correct(self, conn: Any, chunk: Chunk, rows: list[tuple[Any, ...]], changes: list[RowChange]
+                 ) -> list[tuple[Any, ...]]:
+        id_pos = self.schema.positions(self.schema.identity)
+        images = [img for ch in changes for img in (ch.before, ch.after) if img is not None]
+        return correct_chunk(rows, changes, identity=lambda r: tuple(r[i] for i in id_pos),
+                             in_chunk=self._in_chunk(conn, chunk, images))
 
 
 def _plain(v: Any) -> Any:

@@ -121,12 +121,12 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                     f"tables => {self.opts.tables!r}"
                 raise ConfigError(f"chunk {chunk.id!r} belongs to {str(chunk.table)!r}, which this call does not "
                                   f"read ({which}); filter the chunk table by table_name")
-            check_recorded(self.opts, [chunk])
+            as_of = check_recorded(self.opts, [chunk]).get(chunk.id)
             if self.readers is None:
                 assert self.facts is not None
                 self.readers = Readers(resolve_profile(self.opts, self._profiles), self.schemas, self.facts,
                                        self.opts)
-            read = self.readers(chunk.table).read(chunk)
+            read = self.readers(chunk.table).read(chunk, as_of)
             output = Output(self.schemas, self.opts)
             if output.envelope:
                 for batch in read.batches:
