@@ -7,6 +7,7 @@ split out of a multi-table read equals a single-table read of it, for every type
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import json
 import os
@@ -26,11 +27,11 @@ from mysql_cdc.chunks import TableId
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import ConnectionProfile
 from mysql_cdc.state.store import StateStore
-from tests.conftest import ROOT, _repo_env, wait_until
+from tests.conftest import ROOT, ConnectServer, _repo_env, wait_until
 from tests.helpers import insert_rows, is_connect, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
-from tests.test_streaming import Churn, _checkpoint_state, _job, _kill, _session, _tail
+from tests.test_streaming import Churn, _checkpoint_state, _job, _kill, _remote, _session, _tail
 
 BASE = dt.datetime(2024, 2, 28, 23, 59, 0)
 
@@ -301,6 +302,48 @@ def test_kill_9_of_a_many_table_stream_mid_snapshot_and_mid_binlog_loses_nothing
     assert p.wait(300) == 0, _tail(log)
     every = _check(classic_spark, out, state, info, db, TABLES)
     assert {e[0] for e in every} == set(TABLES)
+
+
+def test_kill_9_of_the_connect_server_under_a_many_table_stream_loses_nothing(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any
+        ) -> None:
+    """The same over Spark Connect: the server (the stream's driver) is killed mid-snapshot and mid-binlog and
+    started again; the stream restarted from its checkpoint converges."""
+    _make(root)
+    state, ck, out = str(tmp_path / "state"), str(tmp_path / "ck"), str(tmp_path / "out")
+    args = (profile_url(profile), f"tables={db}[.]t.*", state, ck, out)
+    opts = {"chunk_size": 200, "chunk_key": CHUNK_KEY.format(db=db)}
+    srv = ConnectServer(tmp_path / "server", with_repo=True)
+    sessions: list[Any] = []
+
+    def session() -> Any:
+        spark = _remote(srv.start())
+        for old in sessions:  # a client of a killed server would retry its release at exit: end it now
+            with contextlib.suppress(Exception):
+                old.stop()
+        sessions[:] = [spark]
+        return spark
+
+    try:
+        with Writers(info, db, seed=13):
+            start_stream(session(), *args, "processing", max_chunks=4, **opts)
+            wait_until(lambda: _checkpoint_state(ck)[0] >= 3, 300, "three committed batches")
+            assert _checkpoint_state(ck)[1] == "snapshot"
+            srv.kill()  # mid-snapshot
+            start_stream(session(), *args, "processing", max_chunks=4, **opts)
+            wait_until(lambda: _checkpoint_state(ck)[1] == "binlog", 300, "the binlog phase")
+            before = _checkpoint_state(ck)[0]
+            wait_until(lambda: _checkpoint_state(ck)[0] >= before + 4, 300, "binlog batches")
+            srv.kill()  # mid-binlog, the writers still writing
+        q = start_stream(session(), *args, "availableNow", max_chunks=4, **opts)
+        assert q.awaitTermination(300) and q.exception() is None, q.exception()
+        every = _check(classic_spark, out, state, info, db, TABLES)
+        assert {e[0] for e in every} == set(TABLES)
+    finally:
+        for old in sessions:
+            with contextlib.suppress(Exception):
+                old.stop()
+        srv.stop()
 
 
 def _added(state: str, kind: str = "tables") -> set[str]:

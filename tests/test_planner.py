@@ -164,7 +164,8 @@ def test_chunk_keys_of_tables_without_a_primary_key(profile: ConnectionProfile, 
     assert [p.schema.chunk_key for p in both] == [("g",), ("id",)]
     chunks = _plan(profile, f"{db}\\.nopk", chunk_key="g", chunk_size=15)
     per_chunk = _keys_per_chunk(root, chunks, ["g", "maybe"])
-    assert sorted(k for ks in per_chunk for k in ks) == sorted((i // 10, i) for i in range(100))
+    assert sorted((k for ks in per_chunk for k in ks), key=repr) == sorted(
+        ((i // 10, i if i % 4 else None) for i in range(100)), key=repr)
     # equal keys never straddle two chunks
     groups = [{g for g, _ in ks} for ks in per_chunk]
     assert all(not (a & b) for i, a in enumerate(groups) for b in groups[i + 1:])
