@@ -21,7 +21,7 @@ from mysql_cdc.state.store import ChunkRecord, StateStore
 from mysql_cdc.udtf.binlog import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot import Hooks, SnapshotReader
-from tests.helpers import Write, Writer, insert_rows
+from tests.helpers import Write, Writer, binlog_end, insert_rows
 
 Image = tuple[str, int, int]  # op, id, v
 
@@ -381,3 +381,29 @@ def test_several_tables_in_one_pass(profile: ConnectionProfile, db: str, root: A
     cur.execute("SELECT name, n FROM u")
     assert mirror == {str(k): int(v) for k, v in cur.fetchall()}
     assert {c.table.table for c in changes} == {"t", "u"}
+
+
+def test_an_xa_transaction_on_a_captured_table_is_one_clear_error_and_one_phase_xa_is_delivered(
+        profile: ConnectionProfile, db: str, root: Any, table: Model) -> None:
+    """XA PREPARE writes the rows to the binlog; XA COMMIT or XA ROLLBACK comes later as a statement of its
+    own. Those rows were silently dropped (the prepare event was not read, and the next transaction discarded
+    them): now a clear error. XA COMMIT ... ONE PHASE is logged as one transaction and delivered."""
+    opts = parse_options({"tables": f"{db}\\.t"})
+    facts, plans = plan_tables(profile, opts)
+    t = TableId(db, "t")
+    phase = BinlogPhase(profile, facts, opts, {t: plans[0].schema}, {t: None})
+    file, pos, _ = binlog_end(root)
+    cur = root.cursor()
+    for stmt in ("XA START 'one'", "UPDATE t SET v = -1 WHERE id = 2", "XA END 'one'", "XA COMMIT 'one' ONE PHASE"):
+        cur.execute(stmt)
+    mid = binlog_end(root)
+    for stmt in ("XA START 'two'", "UPDATE t SET v = -2 WHERE id = 4", "XA END 'two'", "XA PREPARE 'two'",
+                 "XA COMMIT 'two'"):
+        cur.execute(stmt)
+    start = ReadFrom(BinlogOffset(file, pos))
+    got = [(c.op, *c.values) for c in phase.changes(start, BinlogOffset(mid[0], mid[1]))]
+    assert got == [("-U", 2, 2), ("+U", 2, -1)]
+    with pytest.raises(BinlogError, match=rf"{db}\.t was changed by an XA transaction prepared at .*XA PREPARE"):
+        list(phase.changes(start, None))
+    phase.close()
+    cur.close()
