@@ -178,6 +178,8 @@ def chunks_from_bounds(table: TableId, key_columns: tuple[str, ...], bounds: lis
     >>> [(c.index, c.start, c.end, c.nulls) for c in chunks_from_bounds(TableId("d", "t"), ("k",), [(5,)], True)]
     [(0, None, (5,), False), (1, (5,), None, False), (2, None, None, True)]
     """
+    if nullable and any(v is None for b in bounds for v in b):
+        raise StateError(f"a chunk boundary of {table} holds a NULL: keys with a NULL belong to the NULL chunk only")
     edges: list[Key | None] = [None, *bounds, None]
     out = [Chunk(table, i, key_columns, edges[i], edges[i + 1], nullable) for i in range(len(edges) - 1)]
     if nullable:

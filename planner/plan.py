@@ -16,6 +16,8 @@ from mysql_cdc.planner.splitter import avg_row_bytes, chunk_rows, split_table
 from mysql_cdc.planner.validate import check_cascades, check_lock_privilege, check_privileges, check_server
 from mysql_cdc.schema import TableSchema
 
+SNAPSHOT_STARTUPS = ("initial", "snapshot")  # startup modes that read chunks
+
 
 @dataclass(frozen=True)
 class TablePlan:
@@ -39,7 +41,7 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
         tid = TableId.parse(table)
         schema = table_schema(conn, tid, opts.chunk_key_of(f"{tid.database}.{tid.table}"))
         check_cascades(conn, facts, [schema.table], opts.allow_unlogged_cascades)
-        if opts.startup == "initial":
+        if opts.startup in SNAPSHOT_STARTUPS:
             check_lock_privilege(conn, schema)
         return facts, schema
     finally:
@@ -47,11 +49,13 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
 
 
 def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
-                    connector: Callable[[ConnectionProfile], Any] = connect, allow_none: bool = False
-                    ) -> tuple[ServerFacts, list[TableSchema]]:
+                    connector: Callable[[ConnectionProfile], Any] = connect, allow_none: bool = False,
+                    snapshot: bool = False) -> tuple[ServerFacts, list[TableSchema]]:
     """The server's facts and the schemas of the matched tables (``opts.tables`` patterns less ``opts.exclude``,
     or exact ``tables``), on one connection, checked for capture, without splitting. ``allow_none``: no
-    matched table is no error (a running capture looking for new tables)."""
+    matched table is no error (a running capture looking for new tables). Tables whose chunks will be read
+    (``startup`` initial or snapshot, or ``snapshot``: tables joining a running capture) are checked for the
+    lock a table without a primary key is read under."""
     conn = connector(profile)
     try:
         facts = inspect_server(conn)
@@ -70,7 +74,7 @@ def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[s
                                   allow_pk_override=not tables and len(ids) > 1)
             check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
             check_chunk_key(schema)
-            if opts.startup == "initial":
+            if opts.startup in SNAPSHOT_STARTUPS or snapshot:
                 check_lock_privilege(conn, schema)
             schemas.append(schema)
         if opts.chunk_key and schemas and all(s.primary_key for s in schemas) and not allow_none:

@@ -114,7 +114,7 @@ def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: i
         key = tuple(row)
         if start is not None and schema.chunk_key != schema.primary_key and KeyOrder(schema).equal(conn, key, start):
             where, params = key_compare(cols, start, ">")
-            cur.execute(f"SELECT {qcols} FROM {table} WHERE {where} ORDER BY {qcols} LIMIT 1",
+            cur.execute(f"SELECT {qcols} FROM {table} WHERE {nn}{where} ORDER BY {qcols} LIMIT 1",
                         params)
             row = cur.fetchone()
             return None if row is None else tuple(row)

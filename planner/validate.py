@@ -92,6 +92,8 @@ def check_lock_privilege(conn: Any, schema: TableSchema) -> None:
         return
     cur = conn.cursor()
     try:
+        cur.execute("SELECT @@SESSION.lock_wait_timeout")
+        before = int(cur.fetchone()[0])
         cur.execute("SET SESSION lock_wait_timeout = 1")
         try:
             cur.execute(f"LOCK TABLES {schema.table.quoted()} READ")
@@ -107,6 +109,7 @@ def check_lock_privilege(conn: Any, schema: TableSchema) -> None:
                 raise
         finally:
             cur.execute("UNLOCK TABLES")
+            cur.execute(f"SET SESSION lock_wait_timeout = {before}")
     finally:
         cur.close()
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,7 +43,7 @@ import pyarrow as pa
 
 from mysql_cdc.chunks import Chunk, quote_ident
 from mysql_cdc.connect import ServerFacts, connect_fast, streaming_cursor
-from mysql_cdc.errors import ConfigError, PrivilegeError, ServerSettingError, TableError
+from mysql_cdc.errors import ConfigError, PrivilegeError, ServerSettingError, StateError, TableError
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
@@ -68,8 +69,9 @@ from mysql_cdc.udtf.fast_select import FastPathUnavailable, fast_columns, fast_s
 
 log = logging.getLogger("mysql_cdc")
 ARROW_BATCH_ROWS = 65536
-PIN_LOCK_WAIT = 5  # seconds a table without a primary key waits for its brief read lock, per attempt
-PIN_ATTEMPTS = 6
+PIN_LOCK_WAIT = 1  # seconds a table without a primary key waits for its brief read lock, per attempt
+PIN_ATTEMPTS = 30
+PIN_PAUSE = 0.5  # seconds between attempts: the table's writers queued behind a pending lock go on meanwhile
 
 
 @dataclass
@@ -277,7 +279,10 @@ class SnapshotReader:
             cur.close()
 
     def _pin(self, lock: Any, conn: Any) -> BinlogOffset:
-        """Open ``conn``'s read view while ``lock`` holds the table's read lock; the binlog point it matches."""
+        """Open ``conn``'s read view while ``lock`` holds the table's read lock; the binlog point it matches.
+
+        A pending table lock queues the table's new writers behind it, so each attempt waits at most
+        :data:`PIN_LOCK_WAIT` seconds and the next one comes after a pause in which they get through."""
         cur = lock.cursor()
         try:
             cur.execute(f"SET SESSION lock_wait_timeout = {PIN_LOCK_WAIT}")
@@ -286,29 +291,31 @@ class SnapshotReader:
                     cur.execute(f"LOCK TABLES {self.schema.table.quoted()} READ")
                     break
                 except Exception as e:
-                    code = getattr(e, "args", (None,))[0]
+                    code = e.args[0] if getattr(e, "args", None) else None
                     if code in (1044, 1142):
                         raise PrivilegeError(
                             f"table {str(self.schema.table)!r} has no primary key: it is read at an exact binlog "
                             "point under a brief LOCK TABLES ... READ, which the capture user may not take "
-                            f"(server error {code}): GRANT LOCK TABLES ON {quote_ident(self.schema.table.database)}.* "
-                            "TO the user, or add a primary key") from None
-                    if code != 1205 or attempt == PIN_ATTEMPTS:
-                        if code == 1205:
-                            raise TableError(
-                                f"table {str(self.schema.table)!r} (no primary key) could not be read-locked for "
-                                f"a moment in {PIN_ATTEMPTS} tries of {PIN_LOCK_WAIT} s: a transaction holds it "
-                                "that long; end long transactions on it, or add a primary key") from None
+                            f"(server error {code}): GRANT LOCK TABLES ON {quote_ident(self.schema.table.database)}"
+                            ".* TO the user, or add a primary key") from None
+                    if code != 1205:
                         raise
+                    if attempt == PIN_ATTEMPTS:
+                        raise TableError(
+                            f"table {str(self.schema.table)!r} (no primary key) could not be read-locked for a "
+                            f"moment in {PIN_ATTEMPTS} tries of {PIN_LOCK_WAIT} s: a transaction that writes it "
+                            "stays open that long; end long transactions on it, or add a primary key") from None
                     log.info("table %s: read lock not granted in %s s (attempt %s)", self.schema.table,
                              PIN_LOCK_WAIT, attempt)
+                    time.sleep(PIN_PAUSE)
             try:
                 conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 if self.strategy == "snapshot":
                     return self._snapshot_position(conn)
                 return self._binlog_end(lock, "gtid" if self.strategy == "gtid" else "position")
             finally:
-                cur.execute("UNLOCK TABLES")
+                with contextlib.suppress(Exception):  # closing the session releases the lock anyway
+                    cur.execute("UNLOCK TABLES")
         finally:
             cur.close()
 
@@ -329,22 +336,33 @@ class SnapshotReader:
         finally:
             lock.close()
         if self.hooks.after_low_watermark:
-            self.hooks.after_low_watermark(chunk)
+            try:
+                self.hooks.after_low_watermark(chunk)
+            except BaseException:
+                conn.close()
+                raise
         read = self._stream(conn, chunk, pos)
         if as_of is None or as_of.to_dict() == pos.to_dict():
             return read
+        if (as_of.kind == "gtid") != (pos.kind == "gtid"):
+            conn.close()
+            raise StateError(f"chunk {chunk.id!r} was recorded at {as_of.to_dict()!r}, with {as_of.kind} watermarks, "
+                             f"but is read now with {pos.kind} ones (the server's GTID mode or the watermark option "
+                             "changed): take a new snapshot (a new state_dir and checkpoint)")
         rows = [r for b in read.batches for r in batch_to_rows(b)]
         changes = self._backfill(as_of, pos)
+        undone = 0
         if changes:
             images = [img for ch in changes for img in (ch.before, ch.after) if img is not None]
             with contextlib.closing(self.connect(self.profile)) as c:
                 in_chunk = self._in_chunk(c, chunk, images)
+            undone = sum(1 for img in images if in_chunk(img))
             rows = undo_changes(rows, changes, in_chunk)
         cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.schema.columns]
         data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
-        log.info("chunk %s read again at %s: %s changes since its recorded point %s undone", chunk.id,
-                 pos.to_dict(), len(changes), as_of.to_dict())
-        return ChunkRead(chunk, as_of, as_of, self._batches(data), rows=len(rows), corrected=len(changes))
+        log.info("chunk %s read again at %s: %s row images of it since its recorded point %s undone", chunk.id,
+                 pos.to_dict(), undone, as_of.to_dict())
+        return ChunkRead(chunk, as_of, as_of, self._batches(data), rows=len(rows), corrected=undone)
 
     def _read_streaming(self, conn: Any, chunk: Chunk) -> ChunkRead:
         conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT")

@@ -204,7 +204,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         self._look_for_tables = False
         captured = set(self._captured(index))
-        _, now = describe_tables(self.profile, self.opts, allow_none=True)
+        _, now = describe_tables(self.profile, self.opts, allow_none=True, snapshot=True)
         new = sorted((s.table for s in now if s.table not in captured), key=str)
         if not new:
             return None
