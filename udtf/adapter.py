@@ -310,17 +310,26 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
         return
     pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
     try:
-        pending = pool.submit(_read_whole, readers(chunks[0].table), chunks[0], recorded.get(chunks[0].id))
-        for i in range(len(chunks)):
-            read = pending.result()
-            if i + 1 < len(chunks):
-                nxt = chunks[i + 1]
+        pending = None
+        for i, chunk in enumerate(chunks):
+            # a chunk read ahead is held whole; a chunk without a size bound (a table without any key, the rows
+            # whose key has a NULL) is streamed when its turn comes instead
+            read = pending.result() if pending is not None else \
+                readers(chunk.table).read(chunk, recorded.get(chunk.id))
+            nxt = chunks[i + 1] if i + 1 < len(chunks) else None
+            pending = None
+            if nxt is not None and not _unbounded(readers(nxt.table), nxt):
                 pending = pool.submit(_read_whole, readers(nxt.table), nxt, recorded.get(nxt.id))
             yield from _handed_on(read, opts, output)
     finally:
         # a consumer that stops early (a LIMIT, an error) does not wait for the chunk read ahead: the thread
         # finishes it, closes its connection and drops it (nothing is recorded for it)
         pool.shutdown(wait=False)
+
+
+def _unbounded(reader: SnapshotReader, chunk: Chunk) -> bool:
+    """A chunk whose size no split bounds: every row of a table without a key, or the NULL keys' chunk."""
+    return not reader.schema.chunk_key or chunk.nulls
 
 
 def _read_whole(reader: SnapshotReader, chunk: Chunk, as_of: BinlogOffset | None) -> ChunkRead:
