@@ -343,3 +343,37 @@ def test_a_repeated_composite_key_next_to_a_null_splits_without_losing_rows(prof
         got.update(tuple(r) for r in cur.fetchall())
     assert got == collections.Counter(rows)
     cur.close()
+
+
+def test_a_chunk_without_a_size_bound_is_streamed_never_read_ahead_whole(profile: ConnectionProfile, db: str,
+                                                                        root: Any) -> None:
+    """Chunks are read one ahead, whole, in a thread; a table without any key is one chunk of every row, and
+    the NULL keys' chunk has no bound either: those are read in turn, streamed."""
+    from mysql_cdc.udtf.adapter import Output, read_chunks
+
+    _make(root, 9)
+    facts, plans = _plan(profile, db, chunk_size=100)
+    opts = parse_options({"tables": f"{db}[.](nk|bare)", "chunk_key": f"{db}[.]nk:k,s"})
+    readers = {name: SnapshotReader(profile, p.schema, facts, opts) for name, p in plans.items()}
+    where: dict[str, str] = {}
+
+    class Watched:
+        def __init__(self, reader: SnapshotReader) -> None:
+            self.reader, self.schema = reader, reader.schema
+
+        def read(self, chunk: Chunk, as_of: Any = None) -> Any:
+            where[chunk.id] = threading.current_thread().name
+            return self.reader.read(chunk, as_of)
+
+    chunks = (*plans["nk"].chunks, *plans["bare"].chunks, plans["nk"].chunks[0])
+    schemas = {p.schema.table: p.schema for p in plans.values()}
+    rows = sum(b.num_rows for b in read_chunks(lambda t: Watched(readers[t.table]), chunks, opts,  # type: ignore
+                                               Output(schemas, opts)))
+    cur = root.cursor()
+    assert rows == sum(_table(root, cur, n).total() for n in ("nk", "bare")) + len(
+        list(_read_all(readers["nk"], (plans["nk"].chunks[0],)).elements()))
+    cur.close()
+    bounded = [c.id for c in plans["nk"].chunks if not c.nulls][1:]
+    assert all(where[c].startswith("mysql-cdc-prefetch") for c in bounded), where
+    unbounded = [plans["nk"].chunks[-1].id, plans["bare"].chunks[0].id]
+    assert not any(where[c].startswith("mysql-cdc-prefetch") for c in unbounded), where
