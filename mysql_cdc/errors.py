@@ -48,3 +48,16 @@ class SchemaChangedError(BinlogError):
 
 class StateError(MysqlCdcError):
     """Recorded progress is missing, unreadable or inconsistent."""
+
+
+LOCK_REFUSED = (1044, 1142)  # server errors of a LOCK TABLES the user has no grant for
+
+
+def lock_refused(table: str, database_quoted: str, code: int) -> PrivilegeError:
+    """The error for a table without a primary key that the capture user may not read-lock (server error
+    ``code``), at planning or when a chunk is read."""
+    return PrivilegeError(
+        f"table {table!r} has no primary key: its rows are read at an exact binlog point under a brief LOCK "
+        f"TABLES ... READ, which the capture user may not take (server error {code}): GRANT LOCK TABLES ON "
+        f"{database_quoted}.* TO the user, add a primary key, or start from the binlog (startup 'latest'), which "
+        "needs no lock")

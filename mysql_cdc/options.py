@@ -80,6 +80,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
 _SPECS = {s.key: s for s in OPTIONS}
 WATERMARKS = ("auto", "snapshot", "gtid", "position")
 STARTUP_MODES = ("initial", "snapshot", "latest", "earliest", "offset", "timestamp")
+SNAPSHOT_STARTUPS = ("initial", "snapshot")  # the startup modes that read the tables' chunks
 
 
 # TLS to the server, as MySQL's clients name it: disabled, preferred (TLS when the server offers it, the
@@ -144,6 +145,11 @@ class CdcOptions:
     def __repr__(self) -> str:
         shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "password")
         return f"CdcOptions({shown})"
+
+    @property
+    def reads_snapshot(self) -> bool:
+        """Whether this startup reads the tables' chunks (``initial``, ``snapshot``), not the binlog alone."""
+        return self.startup in SNAPSHOT_STARTUPS
 
     @property
     def server_ids(self) -> range:

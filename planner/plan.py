@@ -16,8 +16,6 @@ from mysql_cdc.planner.splitter import avg_row_bytes, chunk_rows, split_table
 from mysql_cdc.planner.validate import check_cascades, check_lock_privilege, check_privileges, check_server
 from mysql_cdc.schema import TableSchema
 
-SNAPSHOT_STARTUPS = ("initial", "snapshot")  # startup modes that read chunks
-
 
 @dataclass(frozen=True)
 class TablePlan:
@@ -41,7 +39,7 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
         tid = TableId.parse(table)
         schema = table_schema(conn, tid, opts.chunk_key_of(f"{tid.database}.{tid.table}"))
         check_cascades(conn, facts, [schema.table], opts.allow_unlogged_cascades)
-        if opts.startup in SNAPSHOT_STARTUPS:
+        if opts.reads_snapshot:
             check_lock_privilege(conn, schema)
         return facts, schema
     finally:
@@ -74,7 +72,7 @@ def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[s
                                   allow_pk_override=not tables and len(ids) > 1)
             check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
             check_chunk_key(schema)
-            if opts.startup in SNAPSHOT_STARTUPS or snapshot:
+            if opts.reads_snapshot or snapshot:
                 check_lock_privilege(conn, schema)
             schemas.append(schema)
         if opts.chunk_key and schemas and all(s.primary_key for s in schemas) and not allow_none:

@@ -13,7 +13,7 @@ import pymysql
 
 from mysql_cdc.chunks import TableId, quote_ident
 from mysql_cdc.connect import ServerFacts
-from mysql_cdc.errors import PrivilegeError, ServerSettingError, TableError
+from mysql_cdc.errors import LOCK_REFUSED, PrivilegeError, ServerSettingError, TableError, lock_refused
 from mysql_cdc.schema import TableSchema
 
 MIN_VERSION = {"mysql": (8, 0, 0), "mariadb": (10, 5, 0)}
@@ -99,12 +99,8 @@ def check_lock_privilege(conn: Any, schema: TableSchema) -> None:
             cur.execute(f"LOCK TABLES {schema.table.quoted()} READ")
         except pymysql.err.MySQLError as e:
             code = e.args[0] if e.args else None
-            if code in (1044, 1142):
-                raise PrivilegeError(
-                    f"table {str(schema.table)!r} has no primary key: its rows are read at an exact binlog point "
-                    "under a brief LOCK TABLES ... READ, which the capture user may not take (server error "
-                    f"{code}): GRANT LOCK TABLES ON {quote_ident(schema.table.database)}.* TO the user, add a "
-                    "primary key, or start from the binlog (startup 'latest'), which needs no lock") from None
+            if code in LOCK_REFUSED:
+                raise lock_refused(str(schema.table), quote_ident(schema.table.database), code) from None
             if code != 1205:
                 raise
         finally:

@@ -304,10 +304,6 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
     read in a thread while this one's batches go to Spark (the drivers release the GIL while they wait on the
     server), so at most two chunks are held at once."""
     recorded = check_recorded(opts, chunks)
-    if len(chunks) < 2:
-        for chunk in chunks:
-            yield from _handed_on(readers(chunk.table).read(chunk, recorded.get(chunk.id)), opts, output)
-        return
     pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
     try:
         pending = None

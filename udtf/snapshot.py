@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from mysql_cdc.chunks import Chunk, quote_ident
 from mysql_cdc.connect import ServerFacts, connect_fast, streaming_cursor
-from mysql_cdc.errors import ConfigError, PrivilegeError, ServerSettingError, StateError, TableError
+from mysql_cdc.errors import LOCK_REFUSED, ConfigError, ServerSettingError, StateError, TableError, lock_refused
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
@@ -234,6 +234,11 @@ class SnapshotReader:
             conn.close()
             raise
 
+    def _rows_table(self, rows: list[tuple[Any, ...]]) -> pa.Table:
+        """Rows already in canonical form (read back from batches, or binlog images) as one Arrow table."""
+        cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.schema.columns]
+        return pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
+
     def _batches(self, table: pa.Table) -> Iterator[pa.RecordBatch]:
         # whole chunks are in memory already: hand them on in large batches (fewer round trips to the JVM)
         yield from table.combine_chunks().to_batches(max_chunksize=max(self.opts.fetch_size, ARROW_BATCH_ROWS))
@@ -292,12 +297,9 @@ class SnapshotReader:
                     break
                 except Exception as e:
                     code = e.args[0] if getattr(e, "args", None) else None
-                    if code in (1044, 1142):
-                        raise PrivilegeError(
-                            f"table {str(self.schema.table)!r} has no primary key: it is read at an exact binlog "
-                            "point under a brief LOCK TABLES ... READ, which the capture user may not take "
-                            f"(server error {code}): GRANT LOCK TABLES ON {quote_ident(self.schema.table.database)}"
-                            ".* TO the user, or add a primary key") from None
+                    if code in LOCK_REFUSED:
+                        raise lock_refused(str(self.schema.table), quote_ident(self.schema.table.database),
+                                           code) from None
                     if code != 1205:
                         raise
                     if attempt == PIN_ATTEMPTS:
@@ -358,8 +360,7 @@ class SnapshotReader:
                 in_chunk = self._in_chunk(c, chunk, images)
             undone = sum(1 for img in images if in_chunk(img))
             rows = undo_changes(rows, changes, in_chunk)
-        cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.schema.columns]
-        data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
+        data = self._rows_table(rows)
         log.info("chunk %s read again at %s: %s row images of it since its recorded point %s undone", chunk.id,
                  pos.to_dict(), undone, as_of.to_dict())
         return ChunkRead(chunk, as_of, as_of, self._batches(data), rows=len(rows), corrected=undone)
@@ -449,8 +450,7 @@ class SnapshotReader:
             fixed = self._correct(conn, chunk, current, changes)
             result.corrected = len(changes)
             result.rows = len(fixed)
-            cols = [list(c) for c in zip(*fixed)] if fixed else [[] for _ in self.schema.columns]
-            data = pa.Table.from_batches([columns_to_batch(cols, self.arrow_schema)])
+            data = self._rows_table(fixed)
         result.batches = self._batches(data)
         return result
 

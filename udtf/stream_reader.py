@@ -233,7 +233,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- offsets (driver) --
     def initialOffset(self) -> dict[str, Any]:
         extra = {"round": 0} if self.many else {}
-        if self.opts.startup in ("initial", "snapshot"):
+        if self.opts.reads_snapshot:
             return {"v": 1, "phase": "snapshot", "chunk": 0, "chunks": len(self._chunks(0, plan_missing=True)),
                     **extra}
         start = read_from(self.profile, self.facts, self.opts, None)
