@@ -41,6 +41,7 @@ __all__ = [
     "plan_chunks",
     "register",
     "split",
+    "sync",
 ]
 
 __version__ = "0.1.0"
@@ -79,3 +80,31 @@ def split(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str,
     from mysql_cdc.udtf.split import table_frames
 
     return table_frames(df, state_dir, tables)
+
+
+def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, source: str | None = None,
+         exclude: str | None = None, profiles: Any = None, trigger_seconds: float = 1.0, once: bool = False,
+         on_batch: Any = None, **options: Any) -> Any:
+    """Mirror the matched tables into Delta tables at ``<to>/<database>/<table>``, exactly once, and keep them
+    mirrored: a streaming query (returned, started) that applies each micro-batch with one MERGE per table.
+
+    ``tables`` / ``exclude`` are the data source's patterns, ``checkpoint`` Spark's checkpoint location and
+    ``state_dir`` the capture's (keep both with the target). ``once`` stops at the binlog end taken at the start
+    (``availableNow``), else a micro-batch runs every ``trigger_seconds``. Other ``options`` go to the stream
+    (``chunk_size``, ``max_chunks_per_batch``, ...). ``on_batch`` is called with each batch's
+    :class:`~mysql_cdc.udtf.sync_job.BatchStats` (a classic session: it runs in this process). The target is
+    created, or checked, before any data is read. See :mod:`mysql_cdc.udtf.sync_job`.
+    """
+    from mysql_cdc.options import resolve_profile
+    from mysql_cdc.planner.plan import describe_tables
+    from mysql_cdc.registration import _profiles
+    from mysql_cdc.udtf.sync_job import SYNC_DEFAULTS, start_sync
+
+    given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
+    merged = {**SYNC_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
+    opts = parse_options(merged)
+    registered = _profiles(profiles)
+    _, schemas = describe_tables(resolve_profile(opts, registered), opts)
+    register(spark, profiles)
+    trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
+    return start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch)

@@ -5,6 +5,7 @@
     mysql-cdc follow --source shop --table shop.orders --out /data/orders_cdc --checkpoint C --state-dir D [--once]
     mysql-cdc follow --source shop --tables 'shop[.].*' --out /data/shop_cdc --checkpoint C --state-dir D
     mysql-cdc status --state-dir D [--table shop.orders]
+    mysql-cdc sync --source shop --tables 'shop[.].*' --to /lake/shop --checkpoint C --state-dir D [--once]
 
 ``--source`` names a profile from ``$MYSQL_CDC_PROFILE_<NAME>`` or ``$MYSQL_CDC_PROFILES_FILE``; passwords
 never go on the command line (other users could read it in the process list).
@@ -32,7 +33,8 @@ def _local_spark(master: str, name: str) -> Any:
     except ImportError as e:
         raise ConfigError(f"this command runs Spark locally, but pyspark cannot be imported ({e}); install it "
                           "with: pip install 'pyspark-mysql-cdc[spark]'") from e
-    spark = (SparkSession.builder.master(master).appName(name).config("spark.ui.enabled", "false").getOrCreate())
+    spark = (SparkSession.builder.master(master).appName(name).config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())  # our progress, not Spark's
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -77,6 +79,19 @@ class _Progress:
         self.stream = stream or sys.stdout
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last = ""
+
+    def show_block(self, lines: list[str]) -> None:
+        """Several lines: redrawn in place on a terminal (the previous block overwritten), else printed when
+        they changed."""
+        if self.tty:
+            up = self._last.count("\n")
+            self.stream.write(("\x1b[F" * up) + "".join("\x1b[2K" + line + "\n" for line in lines))
+        else:
+            for line in lines:
+                if line not in self._last.split("\n"):
+                    self.stream.write(line + "\n")
+        self.stream.flush()
+        self._last = "".join(line + "\n" for line in lines)
 
     def show(self, line: str, final: bool = False) -> None:
         if self.tty:
@@ -205,6 +220,88 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = width * done // total if total else width
+    return "[" + "#" * filled + "-" * (width - filled) + "]"
+
+
+def sync_lines(stats: Any, state_dir: str, lag_bytes: str, now: float) -> list[str]:
+    """The progress block of one sync batch: rows and rate, binlog lag (seconds since the newest change's commit,
+    and bytes), then a bar of chunks done per table still in its snapshot."""
+    from mysql_cdc.state.store import StateStore
+
+    rate = stats.rows / stats.seconds if stats.seconds > 0 else 0.0
+    lag = f"{max(now - stats.last_commit, 0.0):.1f} s" if stats.last_commit is not None else "- s"
+    head = (f"batch {stats.batch_id}: {stats.rows:,} rows ({rate:,.0f} rows/s) into {len(stats.applied)} tables"
+            f"{f', {len(stats.skipped)} already applied' if stats.skipped else ''}; binlog lag {lag}, {lag_bytes}")
+    lines = [head]
+    store = StateStore(state_dir)
+    done_tables = 0
+    for table in store.recorded_tables():
+        planned = store.plan(table)
+        if planned is None:
+            continue
+        done = len(store.chunk_records(table))
+        if done >= len(planned):
+            done_tables += 1
+        else:
+            lines.append(f"  {table} {_bar(done, len(planned))} {done}/{len(planned)} chunks")
+    lines.append(f"  snapshot: {done_tables} tables done")
+    return lines
+
+
+def cmd_sync(ns: argparse.Namespace) -> int:
+    """Mirror the matched tables into Delta tables and keep them mirrored (mysql_cdc.sync with local Spark)."""
+    import json
+
+    from mysql_cdc.options import CdcOptions
+    from mysql_cdc.udtf.sync_job import DeltaMirror
+
+    DeltaMirror(ns.to, CdcOptions()).check_root()  # before Spark starts: a bad target is one line at once
+    _check_source(ns)
+    import mysql_cdc
+
+    spark = _local_spark(ns.master, "mysql-cdc sync")
+    batches: list[Any] = []
+    extra = {k: v for k, v in (("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
+                               ("max_rows_per_batch", ns.max_rows_per_batch)) if v is not None}
+    query = mysql_cdc.sync(spark, to=ns.to, checkpoint=ns.checkpoint, state_dir=ns.state_dir, tables=ns.tables,
+                           source=ns.source, exclude=ns.exclude, trigger_seconds=ns.interval, once=ns.once,
+                           on_batch=batches.append, **extra)
+    progress, shown = _Progress(), 0
+
+    def report() -> None:
+        nonlocal shown
+        while shown < len(batches):
+            stats = batches[shown]
+            shown += 1
+            lag_bytes = "lag bytes unknown"
+            last = query.lastProgress
+            raw = (last["sources"] or [{}])[0].get("endOffset") if last else None
+            end = json.loads(raw) if isinstance(raw, str) else raw or {}
+            if end.get("phase") == "binlog":
+                lag_bytes = _binlog_lag(ns, end).removeprefix("binlog lag ")
+            elif end.get("phase") == "snapshot":
+                lag_bytes = "in the snapshot"
+            progress.show_block(sync_lines(stats, ns.state_dir, lag_bytes, time.time()))
+
+    try:
+        while query.isActive:
+            query.awaitTermination(1)
+            report()
+    except KeyboardInterrupt:
+        query.stop()
+    except Exception:  # the query ended with an error: said below
+        pass
+    report()
+    failure = query.exception()
+    spark.stop()
+    if failure is not None:
+        print(f"mysql-cdc: the sync stopped: {one_line(failure)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_status(ns: argparse.Namespace) -> int:
     from mysql_cdc.chunks import TableId
     from mysql_cdc.state.store import StateStore
@@ -294,6 +391,22 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
     f.add_argument("--master", default="local[*]", help=master)
     f.set_defaults(fn=cmd_follow)
+    y = sub.add_parser("sync", help="mirror the matched tables into Delta tables, exactly once, and keep them "
+                       "mirrored (the main job)")
+    y.add_argument("--source", required=True, help=src)
+    y.add_argument("--tables", required=True, help="comma-separated regular expressions over 'db.table'")
+    y.add_argument("--exclude", help="regular expressions over 'db.table' of tables not mirrored")
+    y.add_argument("--to", required=True, help="directory of the Delta tables: <to>/<database>/<table>")
+    y.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
+    y.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
+    y.add_argument("--chunk-size", type=int, help=chunk_size)
+    y.add_argument("--max-chunks-per-batch", type=int, help="snapshot chunks per micro-batch (default 4)")
+    y.add_argument("--max-rows-per-batch", type=int,
+                   help="binlog change rows per micro-batch, rounded up to whole transactions (default 200000)")
+    y.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
+    y.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
+    y.add_argument("--master", default="local[*]", help=master)
+    y.set_defaults(fn=cmd_sync, table=None, chunk_key=None)
     st = sub.add_parser("status", help="print the recorded chunk watermarks of a table, or a summary of every table")
     st.add_argument("--state-dir", required=True, help="the state directory of a snapshot or stream")
     st.add_argument("--table", help="the table, 'db.table' (default: a line for every recorded table)")

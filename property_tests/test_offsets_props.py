@@ -7,7 +7,15 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from mysql_cdc.offsets import BinlogOffset, GtidSet, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
+from mysql_cdc.offsets import (
+    SNAPSHOT_SEQUENCE,
+    BinlogOffset,
+    GtidSet,
+    MariadbGtidPos,
+    binlog_file_key,
+    change_sequence,
+    is_mariadb_gtids,
+)
 
 UUIDS = ["3e11fa47-71ca-11e1-9e33-c80aa9429562", "0b1a2c3d-0000-1111-2222-333344445555"]
 members = st.sets(st.tuples(st.sampled_from(UUIDS), st.integers(1, 40)), max_size=40)
@@ -79,3 +87,25 @@ def test_mariadb_gtid_position_keeps_the_last_seq_per_domain(gtids: list[tuple[i
     assert not is_mariadb_gtids(to_text({(UUIDS[0], 1)}))
     half = MariadbGtidPos.parse(",".join(f"{d}-{s}-{n}" for d, s, n in gtids[: len(gtids) // 2]))
     assert half.union(pos) == pos
+
+
+# a binlog as files of events, each event (size, images) with at least one byte per image
+binlogs = st.lists(st.tuples(st.integers(1, 2**31 - 1),
+                             st.lists(st.integers(1, 40).flatmap(
+                                 lambda n: st.tuples(st.integers(n + 19, n + 5000), st.just(n))), max_size=8)),
+                   min_size=1, max_size=4, unique_by=lambda f: f[0])
+
+
+@given(binlogs)
+@example([(2**31 - 1, [(5000, 40)]), (1, [(20, 1)])])
+def test_change_sequence_follows_the_binlog_order_and_is_unique(files: list[tuple[int, list[tuple[int, int]]]]
+                                                                 ) -> None:
+    seqs = []
+    for number, events in sorted(files):
+        name = f"binlog.{number:06d}"
+        start = 4  # past the file's magic bytes
+        for size, images in events:
+            seqs += [change_sequence(name, start, i) for i in range(images)]
+            start += size
+    assert seqs == sorted(set(seqs))  # binlog order, no two alike
+    assert all(SNAPSHOT_SEQUENCE < s < 2**63 for s in seqs)

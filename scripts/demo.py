@@ -1,6 +1,7 @@
-"""The main job on a built-in default: a throwaway local server with sample tables, a concurrent writer, and the
-whole database captured by one stream into local Spark: a parallel, lock-free snapshot, then one binlog reader
-for every table; each table split out and checked against its source.
+"""The main job on a built-in default: a throwaway local server with sample tables and a concurrent writer, the
+whole database mirrored into Delta tables by the sync job (`mysql-cdc sync`: a parallel, lock-free snapshot,
+then one binlog reader for every table, each micro-batch merged exactly once); each Delta table is then checked
+against its source table, column by column.
 
     bash scripts/demo.sh [--server mariadb|mysql] [--rows 200000]
 """
@@ -8,8 +9,10 @@ for every table; each table split out and checked against its source.
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import threading
@@ -76,65 +79,46 @@ def run(info, rows: int) -> None:  # type: ignore[no-untyped-def]
 
     t = threading.Thread(target=writer, daemon=True)
     t.start()
-
-    from pyspark.sql import SparkSession
-
-    import mysql_cdc
-
-    spark = (SparkSession.builder.master("local[2]").appName("mysql-cdc-demo").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
     work = tempfile.mkdtemp(prefix="mysql-cdc-demo-")
-    state, ck, out = (os.path.join(work, d) for d in ("state", "checkpoint", "changes"))
-    mysql_cdc.register(spark, {"demo": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"})
-
-    print("\n-- the chunk table: SELECT * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.].*', ...)")
-    spark.sql("SELECT * FROM mysql_cdc_chunks(source => 'demo', tables => 'shop[.].*', chunk_size => 20000)"
-              ).show(30, truncate=False)
-
-    print("-- the whole database in one stream: spark.readStream.format('mysql_cdc').option('tables', 'shop[.].*')")
-    print("   snapshot chunks read in parallel while the writer keeps writing, then one binlog reader for all tables")
+    lake, state, ck = (os.path.join(work, d) for d in ("lake", "state", "checkpoint"))
+    env = dict(os.environ)
+    # the connection goes in the environment: never on a command line, where other users could read it
+    env["MYSQL_CDC_PROFILE_DEMO"] = f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"
+    sync = [sys.executable, "-m", "mysql_cdc", "sync", "--source", "demo", "--tables", "shop[.].*", "--to", lake,
+            "--checkpoint", ck, "--state-dir", state, "--chunk-size", "20000", "--master", "local[2]", "--once"]
+    print(f"\n-- the main job: mysql-cdc sync --source demo --tables 'shop[.].*' --to {lake} --checkpoint ... "
+          "--state-dir ... --once", flush=True)
+    print("   (without --once it keeps the mirror up to date, a micro-batch a second)", flush=True)
     started = time.monotonic()
-    stream = (spark.readStream.format("mysql_cdc").option("source", "demo").option("tables", "shop[.].*")
-              .option("state_dir", state).option("chunk_size", 20000).load())
-    query = (stream.writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
+    subprocess.run(sync, env=env, check=True)
     stop.set()
     t.join()
-    print(f"   {writes[0]} writes ran concurrently; {time.monotonic() - started:.1f} s")
-    # the writer has stopped: one more run from the checkpoint catches up to the binlog's end
-    query = (spark.readStream.format("mysql_cdc").option("source", "demo").option("tables", "shop[.].*")
-             .option("state_dir", state).load().writeStream.format("parquet").option("path", out)
-             .option("checkpointLocation", ck).trigger(availableNow=True).start())
-    query.awaitTermination()
+    print(f"   {writes[0]} writes ran concurrently; {time.monotonic() - started:.1f} s", flush=True)
+    print("-- the writer has stopped: the same command again applies what it wrote since", flush=True)
+    subprocess.run(sync, env=env, check=True)
 
-    print("-- per table, typed as a read of that table: mysql_cdc.split(df, state_dir)")
-    for name, rows in mysql_cdc.split(spark.read.parquet(out), state).items():
-        rows.groupBy("__op").count().orderBy("__op").show()
-        mirror = _apply(rows.collect(), "id")
-        cur.execute(f"SELECT id, {'status' if name.endswith('orders') else 'country'} FROM {name}")
-        source = {r[0]: r[1] for r in cur.fetchall()}
-        column = "status" if name.endswith("orders") else "country"
-        same = {k: v[column] for k, v in mirror.items()} == source
-        print(f"   {name}: snapshot plus changes, applied in binlog order, "
-              f"{'equal' if same else 'DIFFER FROM'} the {len(source)} rows of the source table")
+    import deltalake
+
+    from mysql_cdc.chunks import TableId
+    from mysql_cdc.udtf.sync_job import table_path
+
+    print("-- each Delta table against its source table, every column")
+    ok = True
+    for name in ("customers", "orders"):
+        path = table_path(lake, TableId("shop", name))
+        delta = deltalake.DeltaTable(path)
+        data = delta.to_pyarrow_table()
+        mirror = sorted(zip(*(c.to_pylist() for c in data.columns)))
+        cur.execute(f"SELECT {', '.join(data.column_names)} FROM shop.{name} ORDER BY id")
+        source = [tuple(r) for r in cur.fetchall()]
+        same = mirror == source
+        ok = ok and same
+        ops = collections.Counter(h["operation"] for h in delta.history())
+        print(f"   shop.{name}: {len(mirror)} rows {'equal' if same else 'DIFFER FROM'} the {len(source)} rows of "
+              f"the source; Delta table {path}, version {delta.version()}, {dict(ops)}")
     print(f"-- chunk watermarks, schemas and offsets under {state}; `python -m mysql_cdc status --state-dir {state}`")
-    spark.stop()
-
-
-def _apply(rows, key: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    """Snapshot rows, then changes in binlog order: -U/-D delete the key, +I/+U upsert it."""
-    from mysql_cdc.offsets import binlog_file_key
-
-    mirror = {r[key]: r.asDict() for r in rows if r["__op"] == "r"}
-    for r in sorted((r for r in rows if r["__op"] != "r"),
-                    key=lambda r: (binlog_file_key(r["__file"]), r["__pos"], r["__row"])):
-        if r["__op"] in ("-U", "-D"):
-            mirror.pop(r[key], None)
-        else:
-            mirror[r[key]] = r.asDict()
-    return mirror
+    if not ok:
+        raise SystemExit("the mirror differs from its source")
 
 
 if __name__ == "__main__":

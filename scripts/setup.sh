@@ -30,7 +30,7 @@ if [ ! -f "$stamp" ]; then
 import tomllib
 p = tomllib.load(open("pyproject.toml", "rb"))["project"]
 x = p["optional-dependencies"]
-print("\n".join(p["dependencies"] + [d for k in ("spark", "fast", "test", "bench") for d in x[k]]))
+print("\n".join(p["dependencies"] + [d for k in ("spark", "fast", "test", "bench", "delta") for d in x[k]]))
 PY
 )
   mapfile -t reqs <<<"$deps"

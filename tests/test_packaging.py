@@ -31,7 +31,7 @@ VOCABULARY = {"errors", "options", "chunks", "schema", "types", "offsets", "keyo
 PUBLIC = {"", "__main__", "registration", "cli", "docs"}
 # The Spark adapters in udtf/: they use the planner, the readers and the state; the other udtf modules are
 # the readers, which use only the vocabulary and each other.
-ADAPTERS = {"adapter", "sql_functions", "batch_source", "stream_reader", "split"}
+ADAPTERS = {"adapter", "sql_functions", "batch_source", "stream_reader", "split", "sync_job"}
 
 
 def layer_of(module: str) -> str:

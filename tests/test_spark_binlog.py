@@ -59,7 +59,14 @@ def test_binlog_function_after_a_snapshot_rebuilds_the_table(spark: Any, profile
     assert [r["__op"] for r in rows].count("-D") == 11
     first = rows[0]
     assert first["__database"] == db and first["__table"] == "t" and first["__chunk_id"] is None
-    assert isinstance(first["__commit_ts"], dt.datetime) and first["__pos"] > 0
+    assert isinstance(first["_commit_timestamp"], dt.datetime) and first["__pos"] > 0
+    # Spark's change vocabulary: the LONG sequence orders the changes as (file number, position, row) does,
+    # across the FLUSH above, and no two images share one
+    by_position = sorted(rows, key=lambda r: (binlog_file_key(r["__file"]), r["__pos"], r["__row"]))
+    assert [r["_change_seq"] for r in by_position] == sorted({r["_change_seq"] for r in rows})
+    assert len({r["__file"] for r in rows}) == 2 and min(r["_change_seq"] for r in rows) > 0
+    assert {(r["__op"], r["_change_type"]) for r in rows} == {
+        ("+I", "insert"), ("-U", "update_preimage"), ("+U", "update_postimage"), ("-D", "delete")}
     # MySQL uuid:n, MariaDB domain-server-seq
     assert re.fullmatch(r"[0-9a-f-]{36}:\d+|\d+-\d+-\d+", first["__gtid"]), first["__gtid"]
     with pytest.raises(Exception, match="no chunk watermarks"):

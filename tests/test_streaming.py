@@ -205,29 +205,6 @@ def _kill(p: subprocess.Popen[bytes]) -> None:
     p.wait(60)
 
 
-def test_kill_9_of_the_driver_mid_snapshot_and_mid_binlog_loses_nothing(
-        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any
-        ) -> None:
-    _make_table(root)
-    ck, out, log = str(tmp_path / "ck"), str(tmp_path / "out"), str(tmp_path / "job.log")
-    args = [f"{db}.t", str(tmp_path / "state"), ck, out, "max_chunks_per_batch=1", "chunk_size=200"]
-    with Churn(info, db, seed=2):
-        p = _job(args, profile, "processing", log)
-        wait_until(lambda: _checkpoint_state(ck)[0] >= 2 or p.poll() is not None, 300, "two committed batches")
-        assert p.poll() is None, _tail(log)
-        assert _checkpoint_state(ck)[1] == "snapshot"
-        _kill(p)  # mid-snapshot
-        p = _job(args, profile, "processing", log)
-        before = _checkpoint_state(ck)[0]
-        wait_until(lambda: (_checkpoint_state(ck)[1] == "binlog" and _checkpoint_state(ck)[0] >= before + 12)
-                   or p.poll() is not None, 300, "committed binlog batches")
-        assert p.poll() is None, _tail(log)
-        _kill(p)  # mid-binlog, the writer still writing
-    p = _job(args, profile, "availableNow", log)
-    assert p.wait(300) == 0, _tail(log)
-    _check(classic_spark, out, info, db)
-
-
 def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch(
         profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows

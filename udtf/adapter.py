@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError, TableError
-from mysql_cdc.offsets import BinlogOffset
+from mysql_cdc.offsets import SNAPSHOT_SEQUENCE, BinlogOffset
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
 from mysql_cdc.planner.plan import describe_table, describe_tables
 from mysql_cdc.rowjson import encode_rows
@@ -56,11 +56,16 @@ from mysql_cdc.udtf.snapshot import ChunkRead, SnapshotReader
 CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
 # Metadata columns of every output row: the op (r for snapshot rows, +I, -U, +U, -D for changes), where it
 # comes from, and where it is in the binlog (a snapshot row: its chunk's high watermark). Changes apply in the
-# order (__file by numeric suffix, __pos, __row).
+# order (__file by numeric suffix, __pos, __row), which is the order of _change_seq. Then Spark's change-data
+# vocabulary: _change_type (insert, update_preimage, update_postimage, delete; a snapshot row is an insert),
+# _change_seq (a LONG growing with the binlog order, 0 for snapshot rows: offsets.change_sequence) and
+# _commit_timestamp (the transaction's commit time; NULL for snapshot rows).
 META_COLUMNS = (("__op", "STRING"), ("__database", "STRING"), ("__table", "STRING"), ("__chunk_id", "STRING"),
                 ("__position", "STRING"), ("__file", "STRING"), ("__pos", "BIGINT"), ("__row", "INT"),
-                ("__gtid", "STRING"), ("__commit_ts", "TIMESTAMP"))
-_META_NULLABLE = {"__chunk_id", "__position", "__file", "__pos", "__row", "__gtid", "__commit_ts"}
+                ("__gtid", "STRING"), ("_change_type", "STRING"), ("_change_seq", "BIGINT"),
+                ("_commit_timestamp", "TIMESTAMP"))
+_META_NULLABLE = {"__chunk_id", "__position", "__file", "__pos", "__row", "__gtid", "_commit_timestamp"}
+CHANGE_TYPES = {"r": "insert", "+I": "insert", "-U": "update_preimage", "+U": "update_postimage", "-D": "delete"}
 _META_ARROW = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "TIMESTAMP": pa.timestamp("us", "UTC")}
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
 SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS
@@ -127,7 +132,7 @@ def meta_values(read: ChunkRead) -> tuple[Any, ...]:
     """The metadata columns' values for every row of a chunk (see :data:`META_COLUMNS`)."""
     c = read.chunk
     return ("r", c.table.database, c.table.table, c.id, position_text(read), read.high.file, read.high.pos, 0,
-            None, None)
+            None, "insert", SNAPSHOT_SEQUENCE, None)
 
 
 def change_meta(ch: Change) -> tuple[Any, ...]:
@@ -136,7 +141,7 @@ def change_meta(ch: Change) -> tuple[Any, ...]:
     if ch.gtid:
         pos["gtid"] = ch.gtid
     return (ch.op, ch.table.database, ch.table.table, None, json.dumps(pos, separators=(",", ":")), ch.file,
-            ch.pos, ch.row, ch.gtid, ch.commit_time())
+            ch.pos, ch.row, ch.gtid, CHANGE_TYPES[ch.op], ch.seq, ch.commit_time())
 
 
 def check_recorded(opts: CdcOptions, chunks: tuple[Chunk, ...] | list[Chunk]) -> dict[str, BinlogOffset]:

@@ -26,7 +26,7 @@ from mysql_cdc.chunks import ChunkRecord, TableId
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import BinlogError, ConfigError, SchemaChangedError, StateError
 from mysql_cdc.keyorder import KeyOrder
-from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
+from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, change_sequence, is_mariadb_gtids
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog_events import (
@@ -54,6 +54,7 @@ class Change:
     row: int  # index of the change in its transaction (orders changes of one event)
     gtid: str | None
     timestamp: int  # commit time, seconds since the epoch
+    seq: int = 0  # the image's LONG sequence (offsets.change_sequence): binlog order, unique
 
     def commit_time(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.timestamp, dt.timezone.utc)
@@ -449,7 +450,10 @@ class BinlogPhase:
                 verdict[i] = rule.emit(sk_of.get(i), BinlogOffset(r.file, r.pos), r.gtid)
         for n, ((t, op, vals, r), ok) in enumerate(zip(images, verdict)):
             if ok:
-                yield Change(t, op, vals, r.file, r.pos, n, r.gtid, txn.timestamp)
+                # an update's images are 2i and 2i+1 of its event; an insert's or a delete's, i
+                image = 2 * r.index + (op == "+U") if r.op == "update" else r.index
+                yield Change(t, op, vals, r.file, r.pos, n, r.gtid, txn.timestamp,
+                             change_sequence(r.file, r.start, image))
 
 
 def read_from(profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,

@@ -49,6 +49,8 @@ class BinlogRow:
     pos: int  # end position of the event that carried the row
     gtid: str | None
     timestamp: int
+    start: int = 0  # start position of that event
+    index: int = 0  # the row's index in that event
 
 
 def registered_replica_ids(conn: Any) -> set[int] | None:
@@ -576,16 +578,17 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 described.add(ev.table_id)
             if isinstance(ev, PartialUpdateRowsEvent):
                 _refuse_partial_json(ev.rows, where)
-            for row in ev.rows:
+            ev_start = pos - int(ev.packet.event_size)
+            for i, row in enumerate(ev.rows):
                 if isinstance(ev, WriteRowsEvent):
                     rows.append(BinlogRow(ev.schema, ev.table, "insert", None, _image(row, "", where), file, pos,
-                                          gtid, ts))
+                                          gtid, ts, ev_start, i))
                 elif isinstance(ev, UpdateRowsEvent):
                     rows.append(BinlogRow(ev.schema, ev.table, "update", _image(row, "before_", where),
-                                          _image(row, "after_", where), file, pos, gtid, ts))
+                                          _image(row, "after_", where), file, pos, gtid, ts, ev_start, i))
                 else:
                     rows.append(BinlogRow(ev.schema, ev.table, "delete", _image(row, "", where), None, file, pos,
-                                          gtid, ts))
+                                          gtid, ts, ev_start, i))
     except BinlogError:
         raise
     except Exception as e:

@@ -1,0 +1,216 @@
+"""The sync job on real servers into real Delta tables (delta-rs): a dozen tables of different key kinds mirrored
+while writers change them, through the snapshot and the binlog; the job killed with -9 at random points and
+started again; afterwards every Delta table equals its source table and no table's log holds a batch twice.
+A bad target is one clear error before any data is read."""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import mysql_cdc
+from mysql_cdc.chunks import TableId
+from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.state.store import StateStore
+from mysql_cdc.udtf.sync_job import DeltaMirror, query_app_id, table_path
+from tests.conftest import ROOT, _repo_env, wait_until
+from tests.helpers import profile_url
+from tests.servers import ServerInfo
+from tests.test_multi_table import KEYS, NO_KEY, Writers, _make, _norm, _source
+from tests.test_streaming import _checkpoint_state, _kill, _tail
+
+deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
+
+MIRRORED = sorted(t for t in KEYS if t not in NO_KEY)
+
+
+def _delta_rows(to: str, db: str, table: str) -> collections.Counter[tuple[Any, ...]]:
+    cols = [*KEYS[table][1], "v"]
+    data = deltalake.DeltaTable(table_path(to, TableId(db, table))).to_pyarrow_table(columns=cols)
+    return collections.Counter(tuple(_norm(x) for x in row) for row in zip(*(data.column(c).to_pylist()
+                                                                              for c in cols)))
+
+
+def _txns(path: str) -> list[tuple[str, int]]:
+    """Every (appId, version) transaction action in a Delta table's log, in commit order."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(path, "_delta_log", "*.json"))):
+        with open(f) as fh:
+            for line in fh:
+                action = json.loads(line)
+                if "txn" in action:
+                    out.append((action["txn"]["appId"], int(action["txn"]["version"])))
+    return out
+
+
+def _check_mirror(info: ServerInfo, db: str, to: str) -> int:
+    """Every mirrored table equals its source; no batch was committed twice to a table; the batches applied."""
+    applied = 0
+    for t in MIRRORED:
+        source, mirror = _source(info, db, t), _delta_rows(to, db, t)
+        if source != mirror:
+            lost, extra = source - mirror, mirror - source
+            raise AssertionError(f"{t}: Delta != source: missing {sorted(lost)[:4]!r} ({sum(lost.values())}), "
+                                 f"extra {sorted(extra)[:4]!r} ({sum(extra.values())})")
+        txns = _txns(table_path(to, TableId(db, t)))
+        assert len(txns) == len(set(txns)), f"{t}: a batch was applied twice: {txns}"
+        versions = [v for _, v in txns]
+        assert versions == sorted(versions), f"{t}: batches out of order: {txns}"
+        applied += len(txns)
+    return applied
+
+
+# one server: what the Python API, the Delta tables and the skip of a batch applied do is not server behaviour;
+# the kill -9 case below runs on both servers
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)
+def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    _make(root)
+    to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]t.*", exclude=f"{db}[.]t1[03]_.*",
+                source="src", profiles={"src": profile_url(profile)}, chunk_size=200, max_chunks_per_batch=5)
+    batches: list[Any] = []
+    with Writers(info, db, seed=21):
+        q = mysql_cdc.sync(classic_spark, once=True, on_batch=batches.append, **args)
+        assert q.awaitTermination(600), "the availableNow sync did not end"
+        assert q.exception() is None, q.exception()
+        assert _checkpoint_state(ck)[1] == "binlog"
+        before = _checkpoint_state(ck)[0]
+        q = mysql_cdc.sync(classic_spark, trigger_seconds=0.5, on_batch=batches.append, **args)
+        wait_until(lambda: _checkpoint_state(ck)[0] >= before + 4 or not q.isActive, 300, "four binlog batches")
+        assert q.isActive, q.exception()
+        q.stop()
+    q = mysql_cdc.sync(classic_spark, once=True, on_batch=batches.append, **args)
+    assert q.awaitTermination(300) and q.exception() is None, q.exception()
+    assert _check_mirror(info, db, to) > len(MIRRORED)
+    assert any(b.last_commit is not None for b in batches) and sum(b.rows for b in batches) > 0
+    # the Delta tables carry the source's types and key: NOT NULL key columns, DECIMAL(20,0) for BIGINT UNSIGNED
+    t02 = deltalake.DeltaTable(table_path(to, TableId(db, "t02_bigu"))).schema()
+    fields = {f.name: f for f in t02.fields}
+    assert str(fields["id"].type) == 'PrimitiveType("decimal(20,0)")' and not fields["id"].nullable
+    history = deltalake.DeltaTable(table_path(to, TableId(db, "t01_int"))).history()
+    assert {h["operation"] for h in history} == {"CREATE TABLE", "MERGE"}
+    # a batch that Spark runs again is skipped on a table whose log holds it: here a batch deleting every row
+    # of t01_int, given as the last batch applied to it, changes nothing; as a new batch it deletes them all
+    schema = StateStore(state).schema(TableId(db, "t01_int"))
+    assert schema is not None
+    mirror = DeltaMirror(to, CdcOptions())
+    app_id, last = _txns(table_path(to, TableId(db, "t01_int")))[-1]
+    assert app_id == query_app_id(ck)
+    keys = [k for k, _ in _delta_rows(to, db, "t01_int")]
+    deletes = pa.table({"id": pa.array(keys, pa.int32()), "v": pa.array([0] * len(keys), pa.int32()),
+                        "__op": ["-D"] * len(keys), "_change_seq": pa.array(range(1, len(keys) + 1), pa.int64())})
+    assert not mirror.apply(schema, deletes, app_id, last)
+    assert _delta_rows(to, db, "t01_int") == _source(info, db, "t01_int")
+    assert mirror.apply(schema, deletes, app_id, last + 1)
+    assert not _delta_rows(to, db, "t01_int")
+
+
+def _sync_job(args: list[str], profile: ConnectionProfile, log: str) -> subprocess.Popen[bytes]:
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+    with open(log, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "mysql_cdc", "sync", "--source", "src", *args,
+                                 "--master", "local[2]"], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def test_sync_killed_with_minus_9_ten_times_converges_exactly_once(
+        info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """The CLI's sync, killed at random points of the snapshot and of the binlog (during a MERGE too: a batch's
+    tables are then partly applied) while writers write; restarted each time; at the end every Delta table
+    equals its source, and no table's log holds one batch twice."""
+    _make(root)
+    to, ck, state, log = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state"), str(tmp_path / "l")
+    args = ["--tables", f"{db}[.]t.*", "--exclude", f"{db}[.]t1[03]_.*", "--to", to, "--checkpoint", ck,
+            "--state-dir", state, "--chunk-size", "200", "--max-chunks-per-batch", "3", "--interval", "0.2"]
+    rnd = random.Random(7)
+    kills, phases = 0, []
+    with Writers(info, db, seed=22):
+        while kills < 10:
+            p = _sync_job(args, profile, log)
+            committed = _checkpoint_state(ck)[0]
+            # a random point: a random time after a batch of this run committed; the last five kills once the
+            # binlog is followed
+            wait_until(lambda c=committed, p=p, k=kills: (_checkpoint_state(ck)[0] > c and (
+                k < 5 or _checkpoint_state(ck)[1] == "binlog")) or p.poll() is not None, 300,
+                "a committed batch after the start")
+            assert p.poll() is None, _tail(log)
+            time.sleep(rnd.uniform(0.0, 1.5))  # where the kill lands: any point of the next batches
+            phases.append(_checkpoint_state(ck)[1])
+            _kill(p)
+            kills += 1
+    assert "snapshot" in phases and "binlog" in phases, phases
+    with open(log, "ab") as f:
+        f.write(b"\n-- the last run\n")
+    p = _sync_job([*args, "--once"], profile, log)
+    assert p.wait(300) == 0, _tail(log)
+    _check_mirror(info, db, to)
+    # progress, not on a terminal: plain lines per batch with rows/s and the binlog lag in seconds and bytes
+    last = _tail(log).split("-- the last run")[-1]
+    assert re.search(r"batch \d+: [\d,]+ rows \([\d,]+ rows/s\) into \d+ tables.*; binlog lag [\d.]+ s, [\d,]+ "
+                     r"bytes\n", last), last
+    assert f"snapshot: {len(MIRRORED)} tables done" in last and "\x1b" not in last
+
+
+def test_sync_progress_is_a_block_redrawn_on_a_terminal_and_plain_lines_elsewhere(tmp_path: Any) -> None:
+    import io
+
+    from mysql_cdc.cli import _Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term, plain = Tty(), io.StringIO()
+    for stream in (term, plain):
+        p = _Progress(stream)
+        p.show_block(["batch 0: 10 rows", "  shop.a [#---] 1/4 chunks", "  snapshot: 0 tables done"])
+        p.show_block(["batch 1: 5 rows", "  snapshot: 1 tables done"])
+    # a terminal: the second block moves up over the three lines of the first and clears each line it writes
+    assert term.getvalue().count("\x1b[F") == 3 and term.getvalue().endswith("\x1b[2K  snapshot: 1 tables done\n")
+    assert plain.getvalue().splitlines() == ["batch 0: 10 rows", "  shop.a [#---] 1/4 chunks",
+                                             "  snapshot: 0 tables done", "batch 1: 5 rows",
+                                             "  snapshot: 1 tables done"]
+
+
+@pytest.mark.parametrize("server", ["mariadb"], indirect=True)  # checks of the target and the tables' keys
+def test_a_bad_target_is_one_clear_error_before_any_data_is_read(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    _make(root)
+    state = str(tmp_path / "state")
+    common = dict(checkpoint=str(tmp_path / "ck"), state_dir=state, source="src",
+                  profiles={"src": profile_url(profile)}, once=True)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(mysql_cdc.ConfigError, match="cannot be written"):
+        mysql_cdc.sync(classic_spark, to=str(blocker / "lake"), tables=f"{db}[.]t01_int", **common)
+    with pytest.raises(mysql_cdc.TableError, match=r"no primary key.*exclude"):
+        mysql_cdc.sync(classic_spark, to=str(tmp_path / "lake"), tables=f"{db}[.]t1[03]_.*", **common)
+    # an existing Delta table of another shape where a mirror goes
+    to = str(tmp_path / "lake2")
+    other = table_path(to, TableId(db, "t08_neg"))
+    deltalake.DeltaTable.create(other, schema=pa.schema([pa.field("id", pa.int32()), pa.field("w", pa.string())]))
+    with pytest.raises(mysql_cdc.TableError, match=r"exists for .*t08_neg.* drop it or sync into another target"):
+        mysql_cdc.sync(classic_spark, to=to, tables=f"{db}[.]t0[18]_.*", **common)
+    # nothing was read or created: no query started (no checkpoint), no other mirror table made
+    assert not os.path.exists(common["checkpoint"])
+    assert not os.path.exists(table_path(to, TableId(db, "t01_int")))
+    # the CLI says the same in one line, before Spark starts
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+    r = subprocess.run([sys.executable, "-m", "mysql_cdc", "sync", "--source", "src", "--tables", f"{db}[.]t01_int",
+                        "--to", str(blocker / "lake"), "--checkpoint", str(tmp_path / "ck2"), "--state-dir", state],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "ConfigError" in r.stderr, r.stderr

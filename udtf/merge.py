@@ -1,0 +1,48 @@
+"""The MERGE rule of the mirror: which image of a micro-batch ends up in the target table, per key.
+
+Pure logic (pyarrow, no pyspark, no network). A micro-batch holds, for one table, snapshot rows and change rows
+in any order; applied in ``_change_seq`` order (``r``, ``+I``, ``+U`` as an upsert of the row's key, ``-U``,
+``-D`` as a delete of it), they take the table from its state before the batch to its state after. Only each
+key's last image matters: the target ends with that image's row if it is an upsert, without the key if it is a
+delete. So a batch becomes one MERGE whose source has one row per key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+DELETE_OPS = ("-U", "-D")
+DELETE_COLUMN = "__delete"  # the merge source's flag: the key's last image is a delete
+
+
+def final_images(rows: pa.Table, key: Sequence[str]) -> pa.Table:
+    """Per key of ``rows`` the image of the greatest ``_change_seq`` (the later row on a tie), with the table's
+    columns and :data:`DELETE_COLUMN`, true when that image is a delete. ``rows`` has the table's columns,
+    ``__op`` and ``_change_seq``.
+
+    Worked example (key ``id``): the batch updates 1 from a to b (seq 10, 11), deletes 2 (seq 12), moves key 3
+    to 4 (seq 13, 14) and brings 5 from the snapshot (seq 0, ``r``):
+
+    >>> t = pa.table({"id": [1, 1, 2, 3, 4, 5], "v": ["a", "b", "x", "c", "c", "e"],
+    ...               "__op": ["-U", "+U", "-D", "-U", "+U", "r"], "_change_seq": [10, 11, 12, 13, 14, 0]})
+    >>> out = final_images(t, ["id"]).sort_by("id")
+    >>> out.to_pydict() == {"id": [1, 2, 3, 4, 5], "v": ["b", "x", "c", "c", "e"],
+    ...                     "__delete": [False, True, True, False, False]}
+    True
+
+    Keys 2 and 3 are deleted from the target, 1, 4 and 5 upserted.
+    """
+    columns = [c for c in rows.column_names if c not in ("__op", "_change_seq")]
+    if rows.num_rows == 0:
+        return rows.select(columns).append_column(DELETE_COLUMN, pa.array([], pa.bool_()))
+    order = pa.array(range(rows.num_rows), pa.int64())
+    ranked = rows.append_column("__i", order).sort_by([("_change_seq", "ascending"), ("__i", "ascending")])
+    # hash aggregation keeps the input order within a group when it runs on one thread: "last" is the latest
+    last = ranked.group_by(list(key), use_threads=False).aggregate([("__i", "last")])
+    indices = last.column("__i_last")
+    picked = rows.take(pc.take(indices, pc.sort_indices(indices)))  # in the batch's order
+    deleted = pc.is_in(picked.column("__op"), pa.array(DELETE_OPS))
+    return picked.select(columns).append_column(DELETE_COLUMN, deleted)

@@ -1,0 +1,269 @@
+"""The sync job (``mysql_cdc.sync``, ``mysql-cdc sync``): a whole database mirrored into Delta tables.
+
+A Structured Streaming query reads the matched tables (the ``mysql_cdc`` stream: snapshot, then binlog) and
+``foreachBatch`` applies each micro-batch to one Delta table per source table, at ``<to>/<database>/<table>``:
+each table's rows of the batch become one MERGE of their final image per key (:mod:`.merge`), which upserts
+and deletes.
+
+Exactly once across crashes: every MERGE commits, in the same Delta commit, a transaction action
+``(app id, batch id)`` (Delta's idempotent writes, ``txnAppId`` / ``txnVersion``), where the app id is the
+streaming query's id from its checkpoint. Spark runs a micro-batch again after a crash with the same batch id;
+a table whose log already holds that batch id (or a later one) for this app id is skipped, so no batch is
+applied twice to any table and a half-applied batch is completed.
+
+Delta tables are written with delta-rs (the ``deltalake`` package): Delta's Spark jars (4.4.0, built for Spark
+4.2) fail on Spark 4.3 (``NoSuchMethodError: LogicalRDD.<init>`` on the first read). The tables are plain Delta
+tables: Spark with Delta, delta-rs, DuckDB, Trino and others read them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mysql_cdc.chunks import TableId
+from mysql_cdc.errors import ConfigError, StateError, TableError
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.rowjson import decode_rows
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.state.store import StateStore
+from mysql_cdc.udtf.adapter import VALUES_COLUMN, capture_options
+from mysql_cdc.udtf.convert import table_arrow_schema
+from mysql_cdc.udtf.merge import DELETE_COLUMN, final_images
+
+APP_PREFIX = "mysql_cdc.sync:"
+# the sync's stream options unless given: micro-batches the driver can hold (each batch is collected there)
+SYNC_DEFAULTS = {"max_chunks_per_batch": "4", "max_rows_per_batch": "200000"}
+
+
+def _deltalake() -> Any:
+    try:
+        import deltalake
+    except ImportError as e:
+        raise ConfigError(f"the sync job writes Delta tables with the deltalake package, which cannot be imported "
+                          f"({e}); install it with: pip install 'pyspark-mysql-cdc[delta]'") from e
+    return deltalake
+
+
+def delta_type(t: pa.DataType) -> pa.DataType:
+    """The Delta column type of one of our Arrow types: the same, except TIME (an Arrow duration: Delta has no
+    interval type), which the mirror keeps as BIGINT microseconds, signed."""
+    return pa.int64() if pa.types.is_duration(t) else t
+
+
+def delta_schema(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
+    """The mirror table of ``schema``: its columns, typed as a read of the table types them (see
+    :func:`delta_type`); primary key columns NOT NULL."""
+    key = set(schema.primary_key)
+    return pa.schema([pa.field(f.name, delta_type(f.type), f.nullable and f.name not in key)
+                      for f in table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)])
+
+
+def table_path(root: str, table: TableId) -> str:
+    """``<root>/<database>/<table>``, each name percent-encoded so that no name leaves ``root`` or names a
+    hidden file (a MySQL name may hold any character but NUL)."""
+    def part(name: str) -> str:
+        q = urllib.parse.quote(name, safe="-_$")
+        return "%2E" + q[1:] if q.startswith(".") else q
+    return os.path.join(root, part(table.database), part(table.table))
+
+
+def _same_columns(have: pa.Schema, want: pa.Schema) -> str | None:
+    """What differs between an existing table's columns and the wanted ones (``None``: nothing)."""
+    h = [(f.name, str(f.type)) for f in have]
+    w = [(f.name, str(f.type)) for f in want]
+    if h == w:
+        return None
+    return f"it has columns {h!r}, the mirror of the source table needs {w!r}"
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch did (for progress)."""
+
+    batch_id: int
+    rows: int = 0
+    applied: dict[str, int] = field(default_factory=dict)  # table -> rows merged
+    skipped: list[str] = field(default_factory=list)  # tables this batch had already been applied to
+    seconds: float = 0.0
+    last_commit: float | None = None  # commit time of the latest change applied, seconds since the epoch
+
+
+class DeltaMirror:
+    """The Delta tables of one sync: created (or checked) before any data is read, then merged into."""
+
+    def __init__(self, root: str, opts: CdcOptions) -> None:
+        self.root = os.path.abspath(root)
+        self.opts = opts
+        self._schemas: dict[TableId, pa.Schema] = {}
+
+    def path(self, table: TableId) -> str:
+        return table_path(self.root, table)
+
+    def check_root(self) -> None:
+        """The target directory exists (made if not) and can be written: one clear error otherwise."""
+        try:
+            os.makedirs(self.root, mode=0o750, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".mysql_cdc_probe", dir=self.root)
+            os.close(fd)
+            os.remove(probe)
+        except OSError as e:
+            raise ConfigError(f"the sync target {self.root!r} cannot be written ({e.strerror or e}); give a "
+                              "directory this job may create and write (option to / --to)") from e
+
+    def prepare(self, schemas: Iterable[TableSchema]) -> list[TableId]:
+        """Create the mirror table of each schema, or check that the existing one has its columns; the tables
+        created. Every check runs before any table is created, so a bad target changes nothing."""
+        dl = _deltalake()
+        schemas = list(schemas)
+        keyless = [str(s.table) for s in schemas if not s.primary_key]
+        if keyless:
+            raise TableError(f"tables {keyless!r} have no primary key, and a mirror merges by key: give them one, "
+                             "or leave them out of the sync (option exclude / --exclude)")
+        self.check_root()
+        todo = []
+        for s in schemas:
+            want = delta_schema(s, self.opts)
+            p = self.path(s.table)
+            if dl.DeltaTable.is_deltatable(p):
+                have = pa.schema(dl.DeltaTable(p).schema().to_arrow())
+                diff = _same_columns(have, want)
+                if diff is not None:
+                    raise TableError(f"the Delta table {p!r} exists for {str(s.table)!r} but {diff}; drop it or sync "
+                                     "into another target")
+            elif os.path.lexists(p) and (not os.path.isdir(p) or os.listdir(p)):
+                raise ConfigError(f"{p!r} exists and is not a Delta table; the mirror of {str(s.table)!r} goes "
+                                  "there: move it away or sync into another target")
+            else:
+                todo.append((s, want, p))
+            self._schemas[s.table] = want
+        for s, want, p in todo:
+            os.makedirs(p, mode=0o750, exist_ok=True)
+            dl.DeltaTable.create(p, schema=want, mode="ignore", name=s.table.table,
+                                 description=f"mirror of {s.table} (pyspark-mysql-cdc sync)")
+        return [s.table for s, _, _ in todo]
+
+    def applied_version(self, table: TableId, app_id: str) -> int | None:
+        """The last batch id of ``app_id`` committed to the table (``None``: none)."""
+        v = _deltalake().DeltaTable(self.path(table)).transaction_version(app_id)
+        return None if v is None else int(v)
+
+    def apply(self, schema: TableSchema, rows: pa.Table, app_id: str, batch_id: int) -> bool:
+        """Merge one batch's rows of one table (the table's columns, ``__op``, ``_change_seq``); false when the
+        table's log already holds this batch (or a later one) of ``app_id``."""
+        dl = _deltalake()
+        if schema.table not in self._schemas:
+            self.prepare([schema])
+        want = self._schemas[schema.table]
+        p = self.path(schema.table)
+        table = dl.DeltaTable(p)
+        done = table.transaction_version(app_id)
+        if done is not None and int(done) >= batch_id:
+            return False
+        src = final_images(rows, schema.primary_key)
+        cols = [src.column(f.name).cast(f.type) if pa.types.is_duration(src.schema.field(f.name).type)
+                else src.column(f.name) for f in want]
+        src = pa.Table.from_arrays([*cols, src.column(DELETE_COLUMN)],
+                                   schema=pa.schema([*want, pa.field(DELETE_COLUMN, pa.bool_(), False)]))
+
+        def q(name: str) -> str:
+            return "`" + name.replace("`", "``") + "`"
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in schema.primary_key)
+        sets = {q(f.name): f"s.{q(f.name)}" for f in want}
+        flag = f"s.{q(DELETE_COLUMN)}"
+        commit = dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
+                                     custom_metadata={"mysql_cdc.batch": str(batch_id)})
+        (table.merge(src, on, source_alias="s", target_alias="t", commit_properties=commit)
+         .when_matched_delete(predicate=flag)
+         .when_matched_update(updates=sets, predicate=f"NOT {flag}")
+         .when_not_matched_insert(updates=sets, predicate=f"NOT {flag}")
+         .execute())
+        return True
+
+
+def query_app_id(checkpoint: str) -> str:
+    """The app id of a sync's Delta transactions: the streaming query's id, which Spark keeps in the
+    checkpoint's ``metadata`` file across restarts (a new checkpoint is a new query: its batch ids start again
+    at 0 and must not be taken for the old query's)."""
+    meta = os.path.join(checkpoint, "metadata")
+    try:
+        with open(meta, encoding="utf-8") as f:
+            return APP_PREFIX + str(json.load(f)["id"])
+    except (OSError, ValueError, KeyError) as e:
+        raise StateError(f"cannot read the streaming query's id from {meta!r} ({e}); the sync needs a checkpoint "
+                         "location on a local file system") from e
+
+
+class SyncBatches:
+    """The ``foreachBatch`` function of a sync: each micro-batch of the envelope stream (option ``tables``)
+    split by table, typed again with the schema the capture recorded, and merged into that table's mirror."""
+
+    def __init__(self, mirror: DeltaMirror, state_dir: str, checkpoint: str,
+                 on_batch: Callable[[BatchStats], None] | None = None) -> None:
+        self.mirror = mirror
+        self.state_dir = state_dir
+        self.checkpoint = checkpoint
+        self.on_batch = on_batch
+        self._app_id: str | None = None
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        started = time.monotonic()
+        if self._app_id is None:
+            self._app_id = query_app_id(self.checkpoint)
+        stats = BatchStats(batch_id)
+        data = df.toArrow()
+        stats.rows = data.num_rows
+        if data.num_rows:
+            self.apply(data, batch_id, stats)
+        stats.seconds = time.monotonic() - started
+        if self.on_batch is not None:
+            self.on_batch(stats)
+
+    def apply(self, data: pa.Table, batch_id: int, stats: BatchStats) -> None:
+        assert self._app_id is not None
+        store = StateStore(self.state_dir)
+        opts = capture_options(store)
+        names = pc.binary_join_element_wise(data.column("__database"), data.column("__table"), "\x00")
+        for name in pc.unique(names).to_pylist():
+            db, tb = name.split("\x00")
+            table = TableId(db, tb)
+            schema = store.schema(table)
+            if schema is None:
+                raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
+            part = data.filter(pc.equal(names, name))
+            typed = decode_rows(part.column(VALUES_COLUMN).to_pylist(),
+                                table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
+            rows = pa.Table.from_batches([typed]).append_column("__op", part.column("__op")) \
+                .append_column("_change_seq", part.column("_change_seq"))
+            if self.mirror.apply(schema, rows, self._app_id, batch_id):
+                stats.applied[str(table)] = part.num_rows
+            else:
+                stats.skipped.append(str(table))
+            ts = pc.max(part.column("_commit_timestamp")).as_py()
+            if ts is not None:
+                stats.last_commit = max(stats.last_commit or 0.0, ts.timestamp())
+
+
+def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema], to: str, checkpoint: str,
+               reader_options: Mapping[str, str], trigger: Mapping[str, Any],
+               on_batch: Callable[[BatchStats], None] | None = None) -> Any:
+    """Create or check the mirror tables of ``schemas``, then start the streaming query; returns it."""
+    if not opts.state_dir:
+        raise ConfigError("the sync job needs a state_dir (the capture's chunk plan, watermarks and schemas)")
+    mirror = DeltaMirror(to, opts)
+    mirror.prepare(schemas)
+    reader = spark.readStream.format("mysql_cdc")
+    for k, v in reader_options.items():
+        reader = reader.option(k, v)
+    handler = SyncBatches(mirror, opts.state_dir, checkpoint, on_batch)
+    return (reader.load().writeStream.foreachBatch(handler).option("checkpointLocation", checkpoint)
+            .trigger(**trigger).start())
