@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=200, help="writes per second during the latency run")
     ap.add_argument("--seconds", type=float, default=30.0, help="length of the latency run")
     ap.add_argument("--parallelism", type=int, default=2)
+    ap.add_argument("--max-rows-per-batch", type=int, help="the sync's option (default: the sync's default)")
+    ap.add_argument("--max-chunks-per-batch", type=int, help="the sync's option (default: the sync's default)")
+    ap.add_argument("--skip-latency", action="store_true", help="only the timed phases")
     args = ap.parse_args()
     with bench_server(args.server) as (info, work):
         n = load_orders(info, args.scale, work)
@@ -50,11 +53,21 @@ def main() -> None:
     for name, count, secs, peer, rss in rows["timed"]:
         ratio = f"{peer / secs:.2f}x" if peer else "-"
         lines.append(f"| {name} | {count:,} | {secs:.2f} | {count / secs:,.0f} | {ratio} | {rss / 2**20:,.0f} |")
+    lines += ["", "Where a run's time went (seconds, summed over its micro-batches; the rest: planning, starting the "
+              "query, Spark's batch planning):", "",
+              "| phase | total | micro-batches | collect (the read) | decode | MERGE |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for phase, total, b in rows["breakdown"]:
+        lines.append(f"| {phase} | {total:.2f} | {b['batches']:.0f} | {b['collect']:.2f} | {b['decode']:.2f} | "
+                     f"{b['merge']:.2f} |")
     lat = rows["latency"]
-    lines += ["", f"Change -> Delta latency at a 1 s trigger, {args.rate} writes/s for {args.seconds:g} s "
-              f"({lat['ticks']} ticks, {lat['batches']} micro-batches): p50 {lat['p50']:.2f} s, "
-              f"p99 {lat['p99']:.2f} s, max {lat['max']:.2f} s."]
-    write_result(f"sync-{args.server}-sf{args.scale:g}", "\n".join(lines))
+    if lat is not None:
+        lines += ["", f"Change -> Delta latency at a 1 s trigger, {args.rate} writes/s for {args.seconds:g} s "
+                  f"({lat['ticks']} ticks, {lat['batches']} micro-batches): p50 {lat['p50']:.2f} s, "
+                  f"p99 {lat['p99']:.2f} s, max {lat['max']:.2f} s."]
+    opts = extra_options(args)
+    suffix = "".join(f"-{k.split('_')[1]}{v}" for k, v in sorted(opts.items()))
+    write_result(f"sync-{args.server}-sf{args.scale:g}{suffix}", "\n".join(lines))
 
 
 def run(info: ServerInfo, n: int, args: Any, work: str) -> dict[str, Any]:
@@ -105,9 +118,13 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> dict[str, Any]:
 
     runs = iter(range(1000))
 
+    spent: list[Any] = []  # BatchStats of the last run
+
     def sync_once(to: str, ck: str, state: str) -> None:
+        spent.clear()
         q = mysql_cdc.sync(spark, source="bench", profiles={"bench": url}, tables="tpch[.](orders|ticks)",
-                           to=to, checkpoint=ck, state_dir=state, once=True)
+                           to=to, checkpoint=ck, state_dir=state, once=True, on_batch=spent.append,
+                           **extra_options(args))
         q.awaitTermination()
         if q.exception() is not None:
             raise RuntimeError(str(q.exception()))
@@ -118,6 +135,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> dict[str, Any]:
 
     secs, rss = measure(lambda: sync_once(*fresh()))
     timed.append(("mysql_cdc.sync, snapshot phase (plan, create, read, MERGE)", n, secs, dump_secs, rss))
+    breakdown = [("snapshot", secs, breakdown_of(spent))]
     print(f"sync snapshot: {secs:.2f} s", flush=True)
 
     # the binlog phase: one sync caught up, then 4 n change rows, applied by the next run; repeated as a whole
@@ -134,20 +152,34 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> dict[str, Any]:
             secs = time.monotonic() - t
         if best_binlog is None or secs < best_binlog[0]:
             best_binlog = (secs, mem.peak_total)
+            binlog_spent = breakdown_of(spent)
         cur.execute("UPDATE orders SET o_comment = SUBSTRING(o_comment, 2)")  # as loaded, for the next repeat
         got = deltalake.DeltaTable(table_path(to, TableId("tpch", "orders"))).to_pyarrow_table(
             columns=["o_comment"]).column(0)
-        if got.num_rows != n or not all(c.startswith("u") for c in got.to_pylist()[:1000]):
+        if len(got) != n or not all(c.startswith("u") for c in got.to_pylist()[:1000]):
             print("warning: the mirror after the binlog phase is not the source", flush=True)
     assert best_binlog is not None
     timed.append(("mysql_cdc.sync, binlog phase (4 change rows per row: delete, insert, update)", 4 * n,
                   best_binlog[0], dump_secs, best_binlog[1]))
+    breakdown.append(("binlog", best_binlog[0], binlog_spent))
     print(f"sync binlog: {best_binlog[0]:.2f} s", flush=True)
 
-    latency = latency_run(spark, info, url, args, tempfile.mkdtemp(dir=work), n)
+    latency = None if args.skip_latency else latency_run(spark, info, url, args, tempfile.mkdtemp(dir=work), n)
     spark.stop()
     conn.close()
-    return {"timed": timed, "latency": latency}
+    return {"timed": timed, "latency": latency, "breakdown": breakdown}
+
+
+def extra_options(args: Any) -> dict[str, Any]:
+    return {k: v for k, v in (("max_rows_per_batch", args.max_rows_per_batch),
+                              ("max_chunks_per_batch", args.max_chunks_per_batch)) if v is not None}
+
+
+def breakdown_of(stats: list[Any]) -> dict[str, float]:
+    """Seconds of a run's micro-batches in the driver's batch function: collecting each batch from Spark (the
+    read runs then), decoding its rows, merging into Delta; and how many batches."""
+    return {"batches": len(stats), "collect": sum(s.collect_seconds for s in stats),
+            "decode": sum(s.decode_seconds for s in stats), "merge": sum(s.merge_seconds for s in stats)}
 
 
 def latency_run(spark: Any, info: ServerInfo, url: str, args: Any, d: str, n: int) -> dict[str, Any]:

@@ -90,12 +90,12 @@ package() {
          "(build it with: python -m pip wheel --no-deps -w dist .)" >&2
     exit 1
   fi
-  # its runtime dependencies come from PyPI; the pyspark installed above satisfies the `spark` extra's pin
-  pip_install "${wheels[0]}"
+  # its runtime dependencies come from PyPI, with the Delta writer of the sync job (extra delta)
+  pip_install "${wheels[0]}[delta]"
   for s in start-connect.sh healthcheck.sh; do
     install -m 0755 -o root -g root "$here/$s" "$PREFIX/$s"
   done
-  "$VENV/bin/python" -c 'import mysql_cdc, pyspark; assert callable(mysql_cdc.register)'
+  "$VENV/bin/python" -c 'import deltalake, mysql_cdc, pyspark; assert callable(mysql_cdc.sync)'
   "$VENV/bin/mysql-cdc" --version
   # nothing the image installs may be writable by other users
   local loose

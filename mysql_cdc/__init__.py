@@ -97,7 +97,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     """
     from mysql_cdc.options import resolve_profile
     from mysql_cdc.planner.plan import describe_tables
-    from mysql_cdc.registration import _profiles
+    from mysql_cdc.registration import _is_connect, _profiles
     from mysql_cdc.udtf.sync_job import SYNC_DEFAULTS, start_sync
 
     given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
@@ -107,4 +107,8 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     _, schemas = describe_tables(resolve_profile(opts, registered), opts)
     register(spark, profiles)
     trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
-    return start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch)
+    remote = _is_connect(spark)
+    if remote and on_batch is not None:
+        raise ConfigError("on_batch runs in the process of the batch function, which a Spark Connect session runs "
+                          "in the server: drop it, or use a classic session")
+    return start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)

@@ -374,6 +374,12 @@ else:
     out["sink"] = [[int(r["id"]), int(r["v"]), r["__op"], r["__file"], r["__pos"], r["__row"]]
                    for r in spark.read.parquet(f"{base}/out")
                    .select("id", "v", "__op", "__file", "__pos", "__row").collect()]
+    # the main job from a thin client: the mirror's Delta tables are written in the server, under its volume
+    q = mysql_cdc.sync(spark, source="src", profiles={"src": env["CDC_URL"]}, tables=f"{db}[.]t",
+                       to=f"{base}/lake", checkpoint=f"{base}/sync-ck", state_dir=f"{base}/sync-state", once=True)
+    finished = q.awaitTermination(300)
+    err = q.exception()
+    out["sync"] = {"finished": bool(finished), "error": None if err is None else str(err)[:3000]}
 spark.stop()
 print("RESULT " + json.dumps(out))
 '''
@@ -468,6 +474,12 @@ def test_thin_client_batch_and_streaming_through_the_image(
             mirror[k] = v
     assert mirror == final
     assert _checkpoint(base_host / "ck")[1] == "binlog"
+    # the sync job, run from the thin client, made the Delta table in the server's volume: equal to the table
+    assert b["sync"] == {"finished": True, "error": None}
+    import deltalake
+
+    delta = deltalake.DeltaTable(str(base_host / "lake" / db / "t")).to_pyarrow_table()
+    assert dict(zip(delta.column("id").to_pylist(), delta.column("v").to_pylist())) == final
 
     # ---- a client without the server's token gets nothing
     refused = _run_client(client_python, srv, "no-token", env, tmp_path)["refused"]

@@ -23,6 +23,7 @@ import mysql_cdc
 from mysql_cdc.chunks import TableId
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.state.store import StateStore
+from mysql_cdc.udtf import sync_job
 from mysql_cdc.udtf.sync_job import DeltaMirror, query_app_id, table_path
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import profile_url
@@ -54,10 +55,10 @@ def _txns(path: str) -> list[tuple[str, int]]:
     return out
 
 
-def _check_mirror(info: ServerInfo, db: str, to: str) -> int:
+def _check_mirror(info: ServerInfo, db: str, to: str, tables: list[str] = MIRRORED) -> int:
     """Every mirrored table equals its source; no batch was committed twice to a table; the batches applied."""
     applied = 0
-    for t in MIRRORED:
+    for t in tables:
         source, mirror = _source(info, db, t), _delta_rows(to, db, t)
         if source != mirror:
             lost, extra = source - mirror, mirror - source
@@ -75,7 +76,9 @@ def _check_mirror(info: ServerInfo, db: str, to: str) -> int:
 # the kill -9 case below runs on both servers
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)
 def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
-        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sync_job, "CHECKPOINT_EVERY", 3)  # the log's checkpoints, written and read, here too
     _make(root)
     to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
     args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]t.*", exclude=f"{db}[.]t1[03]_.*",
@@ -94,6 +97,7 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
     q = mysql_cdc.sync(classic_spark, once=True, on_batch=batches.append, **args)
     assert q.awaitTermination(300) and q.exception() is None, q.exception()
     assert _check_mirror(info, db, to) > len(MIRRORED)
+    assert glob.glob(os.path.join(table_path(to, TableId(db, "t01_int")), "_delta_log", "*.checkpoint.parquet"))
     assert any(b.last_commit is not None for b in batches) and sum(b.rows for b in batches) > 0
     # the Delta tables carry the source's types and key: NOT NULL key columns, DECIMAL(20,0) for BIGINT UNSIGNED
     t02 = deltalake.DeltaTable(table_path(to, TableId(db, "t02_bigu"))).schema()
@@ -214,3 +218,32 @@ def test_a_bad_target_is_one_clear_error_before_any_data_is_read(
                         "--to", str(blocker / "lake"), "--checkpoint", str(tmp_path / "ck2"), "--state-dir", state],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "ConfigError" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the session's kind matters here, not the server's
+def test_sync_over_spark_connect_mirrors_the_tables(
+        request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
+        tmp_path: Any) -> None:
+    """The same job from a Spark Connect client: the batch function runs in the server's Python (which has the
+    package and deltalake), the Delta tables are written there."""
+    from tests.test_streaming import _session
+
+    _make(root)
+    spark, remote = _session("connect", request)
+    to = str(tmp_path / "lake")
+    some = ["t01_int", "t03_ci", "t04_comp", "t06_dt"]
+    try:
+        with Writers(info, db, seed=23):
+            q = mysql_cdc.sync(spark, once=True, to=to, checkpoint=str(tmp_path / "ck"),
+                               state_dir=str(tmp_path / "state"), tables=",".join(f"{db}[.]{t}" for t in some),
+                               source="src", profiles={"src": profile_url(profile)}, chunk_size=200)
+            assert q.awaitTermination(600), "the availableNow sync did not end"
+            assert q.exception() is None, q.exception()
+        q = mysql_cdc.sync(spark, once=True, to=to, checkpoint=str(tmp_path / "ck"),
+                           state_dir=str(tmp_path / "state"), tables=",".join(f"{db}[.]{t}" for t in some),
+                           source="src", profiles={"src": profile_url(profile)}, chunk_size=200)
+        assert q.awaitTermination(300) and q.exception() is None, q.exception()
+        assert _check_mirror(info, db, to, some) >= len(some)
+    finally:
+        if remote is not None:
+            remote.stop()

@@ -42,6 +42,7 @@ from mysql_cdc.udtf.merge import DELETE_COLUMN, final_images
 
 APP_PREFIX = "mysql_cdc.sync:"
 # the sync's stream options unless given: micro-batches the driver can hold (each batch is collected there)
+CHECKPOINT_EVERY = 100  # Delta versions between two checkpoints of a mirror table's log
 SYNC_DEFAULTS = {"max_chunks_per_batch": "4", "max_rows_per_batch": "200000"}
 
 
@@ -77,6 +78,14 @@ def table_path(root: str, table: TableId) -> str:
     return os.path.join(root, part(table.database), part(table.table))
 
 
+def check_keys(schemas: Iterable[TableSchema]) -> None:
+    """Every table has a primary key: a mirror merges by key."""
+    keyless = [str(s.table) for s in schemas if not s.primary_key]
+    if keyless:
+        raise TableError(f"tables {keyless!r} have no primary key, and a mirror merges by key: give them one, "
+                         "or leave them out of the sync (option exclude / --exclude)")
+
+
 def _same_columns(have: pa.Schema, want: pa.Schema) -> str | None:
     """What differs between an existing table's columns and the wanted ones (``None``: nothing)."""
     h = [(f.name, str(f.type)) for f in have]
@@ -95,6 +104,11 @@ class BatchStats:
     applied: dict[str, int] = field(default_factory=dict)  # table -> rows merged
     skipped: list[str] = field(default_factory=list)  # tables this batch had already been applied to
     seconds: float = 0.0
+    # where the batch's time went in this process: collecting it from Spark (which runs the read), decoding the
+    # rows, merging them into Delta
+    collect_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    merge_seconds: float = 0.0
     last_commit: float | None = None  # commit time of the latest change applied, seconds since the epoch
 
 
@@ -102,9 +116,13 @@ class DeltaMirror:
     """The Delta tables of one sync: created (or checked) before any data is read, then merged into."""
 
     def __init__(self, root: str, opts: CdcOptions) -> None:
-        self.root = os.path.abspath(root)
+        self.given = root  # made absolute where it is used: a Spark Connect server's directory, not the client's
         self.opts = opts
         self._schemas: dict[TableId, pa.Schema] = {}
+
+    @property
+    def root(self) -> str:
+        return os.path.abspath(self.given)
 
     def path(self, table: TableId) -> str:
         return table_path(self.root, table)
@@ -125,10 +143,7 @@ class DeltaMirror:
         created. Every check runs before any table is created, so a bad target changes nothing."""
         dl = _deltalake()
         schemas = list(schemas)
-        keyless = [str(s.table) for s in schemas if not s.primary_key]
-        if keyless:
-            raise TableError(f"tables {keyless!r} have no primary key, and a mirror merges by key: give them one, "
-                             "or leave them out of the sync (option exclude / --exclude)")
+        check_keys(schemas)
         self.check_root()
         todo = []
         for s in schemas:
@@ -187,6 +202,9 @@ class DeltaMirror:
          .when_matched_update(updates=sets, predicate=f"NOT {flag}")
          .when_not_matched_insert(updates=sets, predicate=f"NOT {flag}")
          .execute())
+        table.update_incremental()
+        if table.version() % CHECKPOINT_EVERY == 0:  # a reader (and the next batch) replays a short log
+            table.create_checkpoint()
         return True
 
 
@@ -208,19 +226,25 @@ class SyncBatches:
     split by table, typed again with the schema the capture recorded, and merged into that table's mirror."""
 
     def __init__(self, mirror: DeltaMirror, state_dir: str, checkpoint: str,
-                 on_batch: Callable[[BatchStats], None] | None = None) -> None:
+                 on_batch: Callable[[BatchStats], None] | None = None,
+                 prepare: list[TableSchema] | None = None) -> None:
         self.mirror = mirror
         self.state_dir = state_dir
         self.checkpoint = checkpoint
         self.on_batch = on_batch
+        self._prepare = prepare  # tables to create or check where the batches run, before the first is read
         self._app_id: str | None = None
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
+        if self._prepare:
+            self.mirror.prepare(self._prepare)
+            self._prepare = None
         if self._app_id is None:
             self._app_id = query_app_id(self.checkpoint)
         stats = BatchStats(batch_id)
         data = df.toArrow()
+        stats.collect_seconds = time.monotonic() - started
         stats.rows = data.num_rows
         if data.num_rows:
             self.apply(data, batch_id, stats)
@@ -239,12 +263,17 @@ class SyncBatches:
             schema = store.schema(table)
             if schema is None:
                 raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
+            t0 = time.monotonic()
             part = data.filter(pc.equal(names, name))
             typed = decode_rows(part.column(VALUES_COLUMN).to_pylist(),
                                 table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
             rows = pa.Table.from_batches([typed]).append_column("__op", part.column("__op")) \
                 .append_column("_change_seq", part.column("_change_seq"))
-            if self.mirror.apply(schema, rows, self._app_id, batch_id):
+            t1 = time.monotonic()
+            stats.decode_seconds += t1 - t0
+            merged = self.mirror.apply(schema, rows, self._app_id, batch_id)
+            stats.merge_seconds += time.monotonic() - t1
+            if merged:
                 stats.applied[str(table)] = part.num_rows
             else:
                 stats.skipped.append(str(table))
@@ -255,15 +284,20 @@ class SyncBatches:
 
 def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema], to: str, checkpoint: str,
                reader_options: Mapping[str, str], trigger: Mapping[str, Any],
-               on_batch: Callable[[BatchStats], None] | None = None) -> Any:
-    """Create or check the mirror tables of ``schemas``, then start the streaming query; returns it."""
+               on_batch: Callable[[BatchStats], None] | None = None, remote: bool = False) -> Any:
+    """Create or check the mirror tables of ``schemas``, then start the streaming query; returns it. From a Spark
+    Connect client (``remote``) the batch function runs in the server, whose file system holds the target: the
+    tables are created or checked there, before the first batch's rows are read (here, only their keys)."""
     if not opts.state_dir:
         raise ConfigError("the sync job needs a state_dir (the capture's chunk plan, watermarks and schemas)")
     mirror = DeltaMirror(to, opts)
-    mirror.prepare(schemas)
+    if remote:
+        check_keys(schemas)
+    else:
+        mirror.prepare(schemas)
     reader = spark.readStream.format("mysql_cdc")
     for k, v in reader_options.items():
         reader = reader.option(k, v)
-    handler = SyncBatches(mirror, opts.state_dir, checkpoint, on_batch)
+    handler = SyncBatches(mirror, opts.state_dir, checkpoint, on_batch, prepare=schemas if remote else None)
     return (reader.load().writeStream.foreachBatch(handler).option("checkpointLocation", checkpoint)
             .trigger(**trigger).start())
