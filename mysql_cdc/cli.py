@@ -153,7 +153,7 @@ def _binlog_lag(ns: argparse.Namespace, offset: dict[str, Any]) -> str:
 
     try:
         files = binary_logs(resolve_profile(parse_options(_opts(ns))))
-    except MysqlCdcError:
+    except Exception:  # ours, or the driver's (a server restarting): progress only
         return "lag unknown"
     at, pos = binlog_file_key(str(offset["file"])), int(offset["pos"])
     behind = sum(size - (pos if binlog_file_key(name) == at else 0) for name, size in files
@@ -233,7 +233,9 @@ def sync_lines(stats: Any, state_dir: str, lag_bytes: str, now: float) -> list[s
     rate = stats.rows / stats.seconds if stats.seconds > 0 else 0.0
     lag = f"{max(now - stats.last_commit, 0.0):.1f} s" if stats.last_commit is not None else "- s"
     head = (f"batch {stats.batch_id}: {stats.rows:,} rows ({rate:,.0f} rows/s) into {len(stats.applied)} tables"
-            f"{f', {len(stats.skipped)} already applied' if stats.skipped else ''}; binlog lag {lag}, {lag_bytes}")
+            f"{f', {len(stats.skipped)} already applied' if stats.skipped else ''}"
+            f"{f', {len(stats.ignored)} without a primary key left out' if stats.ignored else ''}"
+            f"; binlog lag {lag}, {lag_bytes}")
     lines = [head]
     store = StateStore(state_dir)
     done_tables = 0
@@ -257,7 +259,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     from mysql_cdc.options import CdcOptions
     from mysql_cdc.udtf.sync_job import DeltaMirror
 
-    DeltaMirror(ns.to, CdcOptions()).check_root()  # before Spark starts: a bad target is one line at once
+    DeltaMirror(ns.to, CdcOptions(), ns.state_dir).check_root()  # before Spark starts: a bad target is one line at once
     _check_source(ns)
     import mysql_cdc
 
@@ -283,7 +285,10 @@ def cmd_sync(ns: argparse.Namespace) -> int:
                 lag_bytes = _binlog_lag(ns, end).removeprefix("binlog lag ")
             elif end.get("phase") == "snapshot":
                 lag_bytes = "in the snapshot"
-            progress.show_block(sync_lines(stats, ns.state_dir, lag_bytes, time.time()))
+            try:
+                progress.show_block(sync_lines(stats, ns.state_dir, lag_bytes, time.time()))
+            except Exception as e:  # progress is best effort: the job goes on
+                progress.show(f"batch {stats.batch_id}: no progress ({one_line(e)})")
 
     try:
         while query.isActive:

@@ -209,6 +209,30 @@ class StateStore:
         d = self._read_json(self._path("capture.json"))
         return d if isinstance(d, dict) else None
 
+    def record_sync_id(self) -> str:
+        """The id of the mirror this capture feeds (the sync job's), made on first use (first one wins): its
+        Delta tables carry it, so a capture never merges into another capture's tables."""
+        import uuid
+
+        path = self._path("sync.json")
+        self._write(path, json.dumps({"id": str(uuid.uuid4())}).encode(), first_wins=True)
+        d = self._read_json(path)
+        assert isinstance(d, dict)
+        return str(d["id"])
+
+    def record_mirror(self, table: TableId, location: str) -> str:
+        """Note that the sync created the table's mirror at ``location`` (first one wins); the stored one."""
+        path = self._path("mirrors", table_file_name(table) + ".json")
+        self._write(path, json.dumps({"location": location}).encode(), first_wins=True)
+        stored = self.mirror(table)
+        assert stored is not None
+        return stored
+
+    def mirror(self, table: TableId) -> str | None:
+        """Where the sync created the table's mirror (``None``: it has not)."""
+        d = self._read_json(self._path("mirrors", table_file_name(table) + ".json"))
+        return str(d["location"]) if isinstance(d, dict) else None
+
     def record_round(self, index: int, tables: Sequence[TableId], resume: dict[str, Any] | None,
                      dropped: Sequence[TableId] = (), note: str | None = None, end: dict[str, Any] | None = None
                      ) -> dict[str, Any]:

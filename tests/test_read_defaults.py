@@ -107,7 +107,9 @@ def test_chunks_are_sized_by_bytes_by_default(profile: ConnectionProfile, db: st
     fewest, most = math.ceil(8_000 / chunk_rows(0, int(avg / 1.5))), math.ceil(8_000 / chunk_rows(0, int(avg * 1.5)))
     assert 2 <= fewest <= len(by_name["wide"]) <= most, (avg, len(by_name["wide"]))
     _, explicit = plan_tables(profile, parse_options({"tables": f"{db}[.]narrow", "chunk_size": 8096}))
-    assert len(explicit[0].chunks) == 7
+    # an explicit size: 50,000 / 8,096 = 6.2 chunks; the even split counts rows by the optimizer's estimate,
+    # which InnoDB refreshes in the background (a CI run once planned 6)
+    assert len(explicit[0].chunks) in (6, 7)
 
 
 def test_the_next_chunk_is_read_ahead_but_recorded_after_its_rows(profile: ConnectionProfile, db: str, root: Any,

@@ -187,14 +187,6 @@ def test_stream_snapshot_then_binlog_mirror_equals_source(
             remote.stop()
 
 
-def _job(args: list[str], profile: ConnectionProfile, trigger: str, log: str) -> subprocess.Popen[bytes]:
-    env = _repo_env(True)
-    env["MYSQL_CDC_TEST_SOURCE"] = profile_url(profile)
-    with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "tests.stream_job", *args[:4], trigger, *args[4:]],
-                                cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-
-
 def _tail(log: str) -> str:
     with open(log, errors="replace") as f:
         return f.read()[-3000:]
@@ -245,6 +237,7 @@ def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch
     assert reader.latestOffset(rest, ReadAllAvailable()) == rest  # nothing new: the same offset
 
 
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the CLI's follow: on MariaDB, tests/test_multi_table.py
 def test_cli_follow_once_then_again_mirrors_the_table(classic_spark: Any, info: ServerInfo,
                                                       profile: ConnectionProfile, db: str, root: Any,
                                                       tmp_path: Any) -> None:
@@ -320,7 +313,7 @@ def test_cli_every_option_has_help() -> None:
     bare = [f"{name} {'/'.join(a.option_strings)}" for name, p in sub.choices.items() for a in p._actions
             if a.option_strings and not a.help]
     assert bare == []
-    assert set(sub.choices) == {"plan", "snapshot", "follow", "status"}
+    assert set(sub.choices) == {"plan", "snapshot", "follow", "status", "sync"}
 
 
 @pytest.mark.parametrize("session", ["classic", "connect"])

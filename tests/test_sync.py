@@ -11,6 +11,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -34,6 +35,8 @@ from tests.test_streaming import _checkpoint_state, _kill, _tail
 deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
 
 MIRRORED = sorted(t for t in KEYS if t not in NO_KEY)
+ODD_NAME = "`tÜ x`"
+ODD_DDL = f"CREATE TABLE {ODD_NAME} (`Key Col` INT PRIMARY KEY, `v``q` INT NOT NULL, `select` VARCHAR(10))"
 
 
 def _delta_rows(to: str, db: str, table: str) -> collections.Counter[tuple[Any, ...]]:
@@ -80,6 +83,10 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sync_job, "CHECKPOINT_EVERY", 3)  # the log's checkpoints, written and read, here too
     _make(root)
+    # names to quote: a table name with a space and a non-ASCII letter, columns with a space, a backtick, a
+    # reserved word and capitals
+    root.cursor().execute(ODD_DDL)
+    root.cursor().executemany(f"INSERT INTO {ODD_NAME} VALUES (%s, %s, %s)", [(k, k * 3, f"s{k}") for k in range(300)])
     to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
     args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]t.*", exclude=f"{db}[.]t1[03]_.*",
                 source="src", profiles={"src": profile_url(profile)}, chunk_size=200, max_chunks_per_batch=5)
@@ -94,9 +101,37 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
         wait_until(lambda: _checkpoint_state(ck)[0] >= before + 4 or not q.isActive, 300, "four binlog batches")
         assert q.isActive, q.exception()
         q.stop()
-    q = mysql_cdc.sync(classic_spark, once=True, on_batch=batches.append, **args)
+    # a crash between two tables' MERGEs of one batch: the first table has it, the others not; Spark runs the
+    # batch again, which skips the first table and applies the rest
+    cur = root.cursor()
+    for t in ("t01_int", "t03_ci", "t04_comp", "t05_dec"):
+        cur.execute(f"UPDATE {t} SET v = v + 1 ORDER BY v LIMIT 5")
+    cur.execute(f"UPDATE {ODD_NAME} SET `v``q` = `v``q` + 1, `select` = 'x y' WHERE `Key Col` < 10")
+    real_apply, calls = sync_job.DeltaMirror.apply, []
+
+    def crash_after_the_first(self: Any, *a: Any) -> bool:
+        if calls:
+            raise RuntimeError("the driver dies here")
+        calls.append(real_apply(self, *a))
+        return calls[-1]
+
+    monkeypatch.setattr(sync_job.DeltaMirror, "apply", crash_after_the_first)
+    q = mysql_cdc.sync(classic_spark, once=True, **args)
+    with pytest.raises(Exception, match="the driver dies here"):
+        q.awaitTermination(300)
+    monkeypatch.setattr(sync_job.DeltaMirror, "apply", real_apply)
+    assert calls == [True]
+    again: list[Any] = []
+    q = mysql_cdc.sync(classic_spark, once=True, on_batch=again.append, **args)
     assert q.awaitTermination(300) and q.exception() is None, q.exception()
+    changed = {str(TableId(db, t)) for t in ("t01_int", "t03_ci", "t04_comp", "t05_dec", "tÜ x")}
+    assert len(again[0].skipped) == 1 and changed <= set(again[0].applied) | set(again[0].skipped), again[0]
     assert _check_mirror(info, db, to) > len(MIRRORED)
+    odd = deltalake.DeltaTable(table_path(to, TableId(db, ODD_NAME.strip("`")))).to_pyarrow_table()
+    c2 = info.connect(root=True, database=db).cursor()
+    c2.execute(f"SELECT * FROM {ODD_NAME}")
+    assert sorted(zip(*(c.to_pylist() for c in odd.columns))) == sorted(c2.fetchall())
+    assert odd.column_names == ["Key Col", "v`q", "select"]
     assert glob.glob(os.path.join(table_path(to, TableId(db, "t01_int")), "_delta_log", "*.checkpoint.parquet"))
     assert any(b.last_commit is not None for b in batches) and sum(b.rows for b in batches) > 0
     # the Delta tables carry the source's types and key: NOT NULL key columns, DECIMAL(20,0) for BIGINT UNSIGNED
@@ -109,7 +144,7 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
     # of t01_int, given as the last batch applied to it, changes nothing; as a new batch it deletes them all
     schema = StateStore(state).schema(TableId(db, "t01_int"))
     assert schema is not None
-    mirror = DeltaMirror(to, CdcOptions())
+    mirror = DeltaMirror(to, CdcOptions(), state)
     app_id, last = _txns(table_path(to, TableId(db, "t01_int")))[-1]
     assert app_id == query_app_id(ck)
     keys = [k for k, _ in _delta_rows(to, db, "t01_int")]
@@ -145,17 +180,22 @@ def test_sync_killed_with_minus_9_ten_times_converges_exactly_once(
         while kills < 10:
             p = _sync_job(args, profile, log)
             committed = _checkpoint_state(ck)[0]
-            # a random point: a random time after a batch of this run committed; the last five kills once the
-            # binlog is followed
-            wait_until(lambda c=committed, p=p, k=kills: (_checkpoint_state(ck)[0] > c and (
-                k < 5 or _checkpoint_state(ck)[1] == "binlog")) or p.poll() is not None, 300,
-                "a committed batch after the start")
+            if kills % 2 == 0:
+                # anywhere: starting Spark, planning, reading a batch, between two tables' MERGEs, committing
+                time.sleep(rnd.uniform(1.0, 8.0))
+            else:
+                # a random time after a batch of this run committed (progress is sure); from the fifth kill on,
+                # once the binlog is followed
+                wait_until(lambda c=committed, p=p, k=kills: (_checkpoint_state(ck)[0] > c and (
+                    k < 5 or _checkpoint_state(ck)[1] == "binlog")) or p.poll() is not None, 300,
+                    "a committed batch after the start")
+                time.sleep(rnd.uniform(0.0, 1.0))
+                phases.append(_checkpoint_state(ck)[1])
             assert p.poll() is None, _tail(log)
-            time.sleep(rnd.uniform(0.0, 1.5))  # where the kill lands: any point of the next batches
-            phases.append(_checkpoint_state(ck)[1])
             _kill(p)
             kills += 1
     assert "snapshot" in phases and "binlog" in phases, phases
+    root.cursor().execute("UPDATE t01_int SET v = v + 1 ORDER BY id LIMIT 3")  # the last run has changes to apply
     with open(log, "ab") as f:
         f.write(b"\n-- the last run\n")
     p = _sync_job([*args, "--once"], profile, log)
@@ -206,11 +246,26 @@ def test_a_bad_target_is_one_clear_error_before_any_data_is_read(
     to = str(tmp_path / "lake2")
     other = table_path(to, TableId(db, "t08_neg"))
     deltalake.DeltaTable.create(other, schema=pa.schema([pa.field("id", pa.int32()), pa.field("w", pa.string())]))
-    with pytest.raises(mysql_cdc.TableError, match=r"exists for .*t08_neg.* drop it or sync into another target"):
+    with pytest.raises(mysql_cdc.TableError, match=r"for .*t08_neg.* was made by something other than this job.*"
+                       r"and it has columns .*\('w', 'string'\).* sync into another target"):
         mysql_cdc.sync(classic_spark, to=to, tables=f"{db}[.]t0[18]_.*", **common)
     # nothing was read or created: no query started (no checkpoint), no other mirror table made
     assert not os.path.exists(common["checkpoint"])
     assert not os.path.exists(table_path(to, TableId(db, "t01_int")))
+    # a mirror belongs to the capture that made it: another state_dir is refused, a removed table is an error
+    lake3 = str(tmp_path / "lake3")
+    q = mysql_cdc.sync(classic_spark, to=lake3, tables=f"{db}[.]t01_int", **{**common, "state_dir": state + "3",
+                                                                            "checkpoint": str(tmp_path / "ck3")})
+    assert q.awaitTermination(300) and q.exception() is None, q.exception()
+    with pytest.raises(mysql_cdc.TableError, match=r"t01_int.* was made by the sync '[0-9a-f-]{36}', not by the "
+                       r"capture of state_dir"):
+        mysql_cdc.sync(classic_spark, to=lake3, tables=f"{db}[.]t01_int", **{**common, "state_dir": state + "4"})
+    shutil.rmtree(table_path(lake3, TableId(db, "t01_int")))
+    with pytest.raises(mysql_cdc.StateError, match=r"t01_int.* that this capture made at .* is missing"):
+        mysql_cdc.sync(classic_spark, to=lake3, tables=f"{db}[.]t01_int", **{**common, "state_dir": state + "3",
+                                                                            "checkpoint": str(tmp_path / "ck3")})
+    with pytest.raises(mysql_cdc.ConfigError, match=r"to 's3://b/x' must be a local path"):
+        mysql_cdc.sync(classic_spark, to="s3://b/x", tables=f"{db}[.]t01_int", **common)
     # the CLI says the same in one line, before Spark starts
     env = _repo_env(True)
     env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 DELETE_OPS = ("-U", "-D")
-DELETE_COLUMN = "__delete"  # the merge source's flag: the key's last image is a delete
+DELETE_COLUMN = "__mysql_cdc_delete"  # the merge source's flag: the key's last image is a delete
+ORDER_COLUMN = "__mysql_cdc_order"  # a row's place in the batch, while the rule runs
 
 
 def final_images(rows: pa.Table, key: Sequence[str]) -> pa.Table:
@@ -30,7 +31,7 @@ def final_images(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     ...               "__op": ["-U", "+U", "-D", "-U", "+U", "r"], "_change_seq": [10, 11, 12, 13, 14, 0]})
     >>> out = final_images(t, ["id"]).sort_by("id")
     >>> out.to_pydict() == {"id": [1, 2, 3, 4, 5], "v": ["b", "x", "c", "c", "e"],
-    ...                     "__delete": [False, True, True, False, False]}
+    ...                     "__mysql_cdc_delete": [False, True, True, False, False]}
     True
 
     Keys 2 and 3 are deleted from the target, 1, 4 and 5 upserted.
@@ -39,10 +40,11 @@ def final_images(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     if rows.num_rows == 0:
         return rows.select(columns).append_column(DELETE_COLUMN, pa.array([], pa.bool_()))
     order = pa.array(range(rows.num_rows), pa.int64())
-    ranked = rows.append_column("__i", order).sort_by([("_change_seq", "ascending"), ("__i", "ascending")])
+    ranked = rows.append_column(ORDER_COLUMN, order).sort_by([("_change_seq", "ascending"),
+                                                               (ORDER_COLUMN, "ascending")])
     # hash aggregation keeps the input order within a group when it runs on one thread: "last" is the latest
-    last = ranked.group_by(list(key), use_threads=False).aggregate([("__i", "last")])
-    indices = last.column("__i_last")
+    last = ranked.group_by(list(key), use_threads=False).aggregate([(ORDER_COLUMN, "last")])
+    indices = last.column(ORDER_COLUMN + "_last")
     picked = rows.take(pc.take(indices, pc.sort_indices(indices)))  # in the batch's order
     deleted = pc.is_in(picked.column("__op"), pa.array(DELETE_OPS))
     return picked.select(columns).append_column(DELETE_COLUMN, deleted)

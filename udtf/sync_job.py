@@ -19,10 +19,11 @@ tables: Spark with Delta, delta-rs, DuckDB, Trino and others read them.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import tempfile
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,14 +36,15 @@ from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf.adapter import VALUES_COLUMN, capture_options
+from mysql_cdc.state.store import StateStore, _make_dirs
+from mysql_cdc.udtf.adapter import META_COLUMNS, VALUES_COLUMN, capture_options
 from mysql_cdc.udtf.convert import table_arrow_schema
-from mysql_cdc.udtf.merge import DELETE_COLUMN, final_images
+from mysql_cdc.udtf.merge import DELETE_COLUMN, ORDER_COLUMN, final_images
 
 APP_PREFIX = "mysql_cdc.sync:"
 # the sync's stream options unless given: micro-batches the driver can hold (each batch is collected there)
 CHECKPOINT_EVERY = 100  # Delta versions between two checkpoints of a mirror table's log
+_log = logging.getLogger("mysql_cdc.sync")
 SYNC_DEFAULTS = {"max_chunks_per_batch": "4", "max_rows_per_batch": "200000"}
 
 
@@ -70,20 +72,36 @@ def delta_schema(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
 
 
 def table_path(root: str, table: TableId) -> str:
-    """``<root>/<database>/<table>``, each name percent-encoded so that no name leaves ``root`` or names a
-    hidden file (a MySQL name may hold any character but NUL)."""
+    """``<root>/<database>/<table>``, the names as they are except ``/``, ``\\``, ``%``, ``~``, NUL and a leading
+    ``.``, written as ``~`` and their UTF-8 bytes in hex: no name leaves ``root`` or names a hidden file, two
+    names never share a path, and no ``%`` appears (Delta readers take a path as a URL and would decode it).
+
+    >>> table_path("/lake", TableId("shop", "tÜ x")), table_path("/lake", TableId("..", "a/b%~"))
+    ('/lake/shop/tÜ x', '/lake/~2e./a~2fb~25~7e')
+    """
     def part(name: str) -> str:
-        q = urllib.parse.quote(name, safe="-_$")
-        return "%2E" + q[1:] if q.startswith(".") else q
+        return "".join("".join(f"~{b:02x}" for b in ch.encode()) if ch in "/\\%~\x00" or (i == 0 and ch == ".")
+                       else ch for i, ch in enumerate(name))
     return os.path.join(root, part(table.database), part(table.table))
 
 
-def check_keys(schemas: Iterable[TableSchema]) -> None:
-    """Every table has a primary key: a mirror merges by key."""
+_SYNC_ID = re.compile(r"by pyspark-mysql-cdc, sync ([0-9a-f-]{36})$")
+# names the batch rows carry beside the table's columns (the metadata columns), and the merge's own
+_RESERVED = frozenset([m for m, _ in META_COLUMNS] + [DELETE_COLUMN, ORDER_COLUMN])
+
+
+def check_tables(schemas: Iterable[TableSchema]) -> None:
+    """Every table has a primary key (a mirror merges by key) and no column named like the rows' metadata."""
+    schemas = list(schemas)
     keyless = [str(s.table) for s in schemas if not s.primary_key]
     if keyless:
         raise TableError(f"tables {keyless!r} have no primary key, and a mirror merges by key: give them one, "
                          "or leave them out of the sync (option exclude / --exclude)")
+    for s in schemas:
+        clash = sorted(_RESERVED.intersection(s.column_names))
+        if clash:
+            raise TableError(f"table {str(s.table)!r} has columns named like the sync's metadata columns {clash!r}; "
+                             "rename them, or leave the table out of the sync (option exclude / --exclude)")
 
 
 def _same_columns(have: pa.Schema, want: pa.Schema) -> str | None:
@@ -103,6 +121,7 @@ class BatchStats:
     rows: int = 0
     applied: dict[str, int] = field(default_factory=dict)  # table -> rows merged
     skipped: list[str] = field(default_factory=list)  # tables this batch had already been applied to
+    ignored: list[str] = field(default_factory=list)  # tables without a primary key, not mirrored
     seconds: float = 0.0
     # where the batch's time went in this process: collecting it from Spark (which runs the read), decoding the
     # rows, merging them into Delta
@@ -115,9 +134,10 @@ class BatchStats:
 class DeltaMirror:
     """The Delta tables of one sync: created (or checked) before any data is read, then merged into."""
 
-    def __init__(self, root: str, opts: CdcOptions) -> None:
+    def __init__(self, root: str, opts: CdcOptions, state_dir: str) -> None:
         self.given = root  # made absolute where it is used: a Spark Connect server's directory, not the client's
         self.opts = opts
+        self.state_dir = state_dir
         self._schemas: dict[TableId, pa.Schema] = {}
 
     @property
@@ -130,7 +150,7 @@ class DeltaMirror:
     def check_root(self) -> None:
         """The target directory exists (made if not) and can be written: one clear error otherwise."""
         try:
-            os.makedirs(self.root, mode=0o750, exist_ok=True)
+            _make_dirs(self.root)
             fd, probe = tempfile.mkstemp(prefix=".mysql_cdc_probe", dir=self.root)
             os.close(fd)
             os.remove(probe)
@@ -139,22 +159,41 @@ class DeltaMirror:
                               "directory this job may create and write (option to / --to)") from e
 
     def prepare(self, schemas: Iterable[TableSchema]) -> list[TableId]:
-        """Create the mirror table of each schema, or check that the existing one has its columns; the tables
-        created. Every check runs before any table is created, so a bad target changes nothing."""
+        """Create the mirror table of each schema, or check the existing one: made by this capture (the sync id
+        in its description, see :meth:`StateStore.record_sync_id`), with the schema's columns; the tables
+        created. A table this capture made and that is gone is an error, not a new empty table (its rows were
+        merged already). Every check runs before any table is created, so a bad target changes nothing."""
         dl = _deltalake()
         schemas = list(schemas)
-        check_keys(schemas)
+        check_tables(schemas)
         self.check_root()
+        store = StateStore(self.state_dir)
+        sync_id = store.record_sync_id()
         todo = []
         for s in schemas:
             want = delta_schema(s, self.opts)
             p = self.path(s.table)
+            made = store.mirror(s.table)
             if dl.DeltaTable.is_deltatable(p):
-                have = pa.schema(dl.DeltaTable(p).schema().to_arrow())
-                diff = _same_columns(have, want)
+                existing = dl.DeltaTable(p)
+                owner = _SYNC_ID.search(existing.metadata().description or "")
+                diff = _same_columns(pa.schema(existing.schema().to_arrow()), want)
+                if owner is None or owner.group(1) != sync_id:
+                    by = f"by the sync {owner.group(1)!r}" if owner else "by something other than this job"
+                    raise TableError(f"the Delta table {p!r} for {str(s.table)!r} was made {by}, not by the capture "
+                                     f"of state_dir {self.state_dir!r} (sync {sync_id!r})"
+                                     f"{'' if diff is None else ', and ' + diff}: a mirror merges only into tables "
+                                     "it made; sync into another target, or use the checkpoint and state_dir that "
+                                     "made this one")
                 if diff is not None:
-                    raise TableError(f"the Delta table {p!r} exists for {str(s.table)!r} but {diff}; drop it or sync "
-                                     "into another target")
+                    raise TableError(f"the Delta table {p!r} for {str(s.table)!r} does not match: {diff}; the "
+                                     "source table's columns changed since it was made: start this mirror again "
+                                     "(a new target, checkpoint and state_dir)")
+            elif made is not None:
+                raise StateError(f"the Delta table of {str(s.table)!r} that this capture made at {made!r} is "
+                                 f"missing at {p!r}, and rows were merged into it already: put it back (or give "
+                                 "the target it was made in), or start this mirror again (a new target, checkpoint "
+                                 "and state_dir)")
             elif os.path.lexists(p) and (not os.path.isdir(p) or os.listdir(p)):
                 raise ConfigError(f"{p!r} exists and is not a Delta table; the mirror of {str(s.table)!r} goes "
                                   "there: move it away or sync into another target")
@@ -162,9 +201,10 @@ class DeltaMirror:
                 todo.append((s, want, p))
             self._schemas[s.table] = want
         for s, want, p in todo:
-            os.makedirs(p, mode=0o750, exist_ok=True)
+            _make_dirs(p)
             dl.DeltaTable.create(p, schema=want, mode="ignore", name=s.table.table,
-                                 description=f"mirror of {s.table} (pyspark-mysql-cdc sync)")
+                                 description=f"mirror of {s.table} by pyspark-mysql-cdc, sync {sync_id}")
+            store.record_mirror(s.table, p)
         return [s.table for s, _, _ in todo]
 
     def applied_version(self, table: TableId, app_id: str) -> int | None:
@@ -176,9 +216,15 @@ class DeltaMirror:
         """Merge one batch's rows of one table (the table's columns, ``__op``, ``_change_seq``); false when the
         table's log already holds this batch (or a later one) of ``app_id``."""
         dl = _deltalake()
+        want = delta_schema(schema, self.opts)
         if schema.table not in self._schemas:
             self.prepare([schema])
-        want = self._schemas[schema.table]
+        elif self._schemas[schema.table] != want:
+            have = [f"{f.name} {f.type}" for f in self._schemas[schema.table]]
+            raise TableError(f"the columns of {str(schema.table)!r} changed while the sync ran (the table was "
+                             f"created again, or altered and snapshotted again): its Delta table has {have!r}, the "
+                             f"rows now have {[f'{f.name} {f.type}' for f in want]!r}; start this mirror again "
+                             "(a new target, checkpoint and state_dir)")
         p = self.path(schema.table)
         table = dl.DeltaTable(p)
         done = table.transaction_version(app_id)
@@ -234,6 +280,7 @@ class SyncBatches:
         self.on_batch = on_batch
         self._prepare = prepare  # tables to create or check where the batches run, before the first is read
         self._app_id: str | None = None
+        self._ignored: set[TableId] = set()
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
@@ -263,6 +310,16 @@ class SyncBatches:
             schema = store.schema(table)
             if schema is None:
                 raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
+            if not schema.primary_key:
+                # a table without a key that started to match while the job ran (at the start such a table is
+                # an error): the stream captures it from then on, whatever the patterns say after a restart,
+                # and a mirror cannot merge it. Said once per run, counted in every batch.
+                if table not in self._ignored:
+                    self._ignored.add(table)
+                    _log.warning("table %s has no primary key: the sync leaves it out (a mirror merges by key); "
+                                 "give it one and start this mirror again to mirror it", table)
+                stats.ignored.append(str(table))
+                continue
             t0 = time.monotonic()
             part = data.filter(pc.equal(names, name))
             typed = decode_rows(part.column(VALUES_COLUMN).to_pylist(),
@@ -290,9 +347,9 @@ def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema], to: str
     tables are created or checked there, before the first batch's rows are read (here, only their keys)."""
     if not opts.state_dir:
         raise ConfigError("the sync job needs a state_dir (the capture's chunk plan, watermarks and schemas)")
-    mirror = DeltaMirror(to, opts)
+    mirror = DeltaMirror(to, opts, opts.state_dir)
     if remote:
-        check_keys(schemas)
+        check_tables(schemas)
     else:
         mirror.prepare(schemas)
     reader = spark.readStream.format("mysql_cdc")
