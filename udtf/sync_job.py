@@ -207,11 +207,6 @@ class DeltaMirror:
             store.record_mirror(s.table, p)
         return [s.table for s, _, _ in todo]
 
-    def applied_version(self, table: TableId, app_id: str) -> int | None:
-        """The last batch id of ``app_id`` committed to the table (``None``: none)."""
-        v = _deltalake().DeltaTable(self.path(table)).transaction_version(app_id)
-        return None if v is None else int(v)
-
     def apply(self, schema: TableSchema, rows: pa.Table, app_id: str, batch_id: int) -> bool:
         """Merge one batch's rows of one table (the table's columns, ``__op``, ``_change_seq``); false when the
         table's log already holds this batch (or a later one) of ``app_id``."""
