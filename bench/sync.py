@@ -184,6 +184,7 @@ def breakdown_of(stats: list[Any]) -> dict[str, float]:
 
 def latency_run(spark: Any, info: ServerInfo, url: str, args: Any, d: str, n: int) -> dict[str, Any]:
     import deltalake
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     import mysql_cdc
@@ -201,7 +202,7 @@ def latency_run(spark: Any, info: ServerInfo, url: str, args: Any, d: str, n: in
         if "tpch.ticks" not in stats.applied:
             return
         t = deltalake.DeltaTable(ticks_path).to_pyarrow_table()
-        fresh = t.filter(pc.invert(pc.is_in(t.column("id"), value_set=pa_array(list(seen)))))
+        fresh = t.filter(pc.invert(pc.is_in(t.column("id"), value_set=pa.array(list(seen), pa.int32()))))
         for i, w in zip(fresh.column("id").to_pylist(), fresh.column("written").to_pylist()):
             seen[i] = now - w
 
@@ -242,12 +243,6 @@ def latency_run(spark: Any, info: ServerInfo, url: str, args: Any, d: str, n: in
     values = sorted(seen.values())
     return {"ticks": len(values), "batches": batches[0], "p50": values[len(values) // 2],
             "p99": values[min(len(values) - 1, int(len(values) * 0.99))], "max": values[-1]}
-
-
-def pa_array(values: list[int]) -> Any:
-    import pyarrow as pa
-
-    return pa.array(values, pa.int32())
 
 
 def _all_ticks_seen(info: ServerInfo, seen: dict[int, float]) -> bool:

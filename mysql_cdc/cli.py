@@ -14,6 +14,7 @@ never go on the command line (other users could read it in the process list).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -146,7 +147,14 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
 
 
 def _binlog_lag(ns: argparse.Namespace, offset: dict[str, Any]) -> str:
-    """How far a binlog offset is behind the server's end, in bytes (binary log sizes from the server)."""
+    """How far a binlog offset is behind the server's end: ``binlog lag N bytes``, or ``lag unknown``."""
+    behind = _binlog_bytes_behind(ns, offset)
+    return "lag unknown" if behind is None else f"binlog lag {behind:,} bytes"
+
+
+def _binlog_bytes_behind(ns: argparse.Namespace, offset: dict[str, Any]) -> int | None:
+    """How many bytes a binlog offset is behind the server's end (binary log sizes from the server); ``None``
+    when the server does not answer."""
     from mysql_cdc.offsets import binlog_file_key
     from mysql_cdc.options import parse_options, resolve_profile
     from mysql_cdc.udtf.binlog import binary_logs
@@ -154,11 +162,39 @@ def _binlog_lag(ns: argparse.Namespace, offset: dict[str, Any]) -> str:
     try:
         files = binary_logs(resolve_profile(parse_options(_opts(ns))))
     except Exception:  # ours, or the driver's (a server restarting): progress only
-        return "lag unknown"
+        return None
     at, pos = binlog_file_key(str(offset["file"])), int(offset["pos"])
     behind = sum(size - (pos if binlog_file_key(name) == at else 0) for name, size in files
                  if binlog_file_key(name) >= at)
-    return f"binlog lag {max(behind, 0):,} bytes"
+    return max(behind, 0)
+
+
+def _end_offset(progress: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+    """A micro-batch's progress: the end offset of its source as given, and as a dict."""
+    raw = (progress["sources"] or [{}])[0].get("endOffset") if progress else None
+    return raw, json.loads(raw) if isinstance(raw, str) else raw or {}
+
+
+def _watch(spark: Any, query: Any, report: Any, what: str, finish: Any = None) -> int:
+    """Run ``report`` every second until the query ends (Ctrl-C stops it), then once more and ``finish``; stop
+    Spark; 1 with the query's error in one line, else 0."""
+    try:
+        while query.isActive:
+            query.awaitTermination(1)
+            report()
+    except KeyboardInterrupt:
+        query.stop()
+    except Exception:  # the query ended with an error: said below
+        pass
+    report()
+    if finish is not None:
+        finish()
+    failure = query.exception()
+    spark.stop()
+    if failure is not None:
+        print(f"mysql-cdc: the {what} stopped: {one_line(failure)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_follow(ns: argparse.Namespace) -> int:
@@ -182,14 +218,11 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     progress = _Progress()
 
     def report() -> None:
-        import json
-
         nonlocal seen
         for p in query.recentProgress:  # every batch since the last report, not only the latest
             if p["batchId"] > seen:
                 seen = p["batchId"]
-                raw = (p["sources"] or [{}])[0].get("endOffset")
-                end = json.loads(raw) if isinstance(raw, str) else raw or {}
+                raw, end = _end_offset(p)
                 rate = p.get("processedRowsPerSecond") or 0.0
                 if end.get("phase") == "snapshot":
                     where = f"snapshot chunks {end.get('chunk')}/{end.get('chunks')}"
@@ -201,23 +234,11 @@ def cmd_follow(ns: argparse.Namespace) -> int:
                     where = f"offset {raw}"
                 progress.show(f"batch {seen}: {p['numInputRows']} rows ({rate:,.0f} rows/s), {where}")
 
-    try:
-        while query.isActive:
-            query.awaitTermination(1)
-            report()
-    except KeyboardInterrupt:
-        query.stop()
-    except Exception:  # the query ended with an error: said below
-        pass
-    report()
-    if progress.tty:
-        progress.stream.write("\n")
-    failure = query.exception()
-    spark.stop()
-    if failure is not None:
-        print(f"mysql-cdc: the stream stopped: {one_line(failure)}", file=sys.stderr)
-        return 1
-    return 0
+    def end_line() -> None:  # the line rewritten in place ends
+        if progress.tty:
+            progress.stream.write("\n")
+
+    return _watch(spark, query, report, "stream", end_line)
 
 
 def _bar(done: int, total: int, width: int = 20) -> str:
@@ -254,8 +275,6 @@ def sync_lines(stats: Any, state_dir: str, lag_bytes: str, now: float) -> list[s
 
 def cmd_sync(ns: argparse.Namespace) -> int:
     """Mirror the matched tables into Delta tables and keep them mirrored (mysql_cdc.sync with local Spark)."""
-    import json
-
     from mysql_cdc.options import CdcOptions
     from mysql_cdc.udtf.sync_job import DeltaMirror
 
@@ -278,11 +297,10 @@ def cmd_sync(ns: argparse.Namespace) -> int:
             stats = batches[shown]
             shown += 1
             lag_bytes = "lag bytes unknown"
-            last = query.lastProgress
-            raw = (last["sources"] or [{}])[0].get("endOffset") if last else None
-            end = json.loads(raw) if isinstance(raw, str) else raw or {}
+            _, end = _end_offset(query.lastProgress)
             if end.get("phase") == "binlog":
-                lag_bytes = _binlog_lag(ns, end).removeprefix("binlog lag ")
+                behind = _binlog_bytes_behind(ns, end)
+                lag_bytes = "lag unknown" if behind is None else f"{behind:,} bytes"
             elif end.get("phase") == "snapshot":
                 lag_bytes = "in the snapshot"
             try:
@@ -290,21 +308,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
             except Exception as e:  # progress is best effort: the job goes on
                 progress.show(f"batch {stats.batch_id}: no progress ({one_line(e)})")
 
-    try:
-        while query.isActive:
-            query.awaitTermination(1)
-            report()
-    except KeyboardInterrupt:
-        query.stop()
-    except Exception:  # the query ended with an error: said below
-        pass
-    report()
-    failure = query.exception()
-    spark.stop()
-    if failure is not None:
-        print(f"mysql-cdc: the sync stopped: {one_line(failure)}", file=sys.stderr)
-        return 1
-    return 0
+    return _watch(spark, query, report, "sync")
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
