@@ -73,6 +73,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("max_chunks_per_batch", int, 0, "streaming: snapshot chunks per micro-batch; 0: all"),
     OptionSpec("max_rows_per_batch", int, 0,
                "streaming: binlog change rows per micro-batch (rounded up to whole transactions); 0: no limit"),
+    OptionSpec("schema_changes", str, "follow",
+               "captures of tables (streams, sync): follow (a DDL on a captured table is followed: the stream goes "
+               "on with the new columns, or snapshots that table again where the change cannot be applied in "
+               "place) or stop (the stream stops at the DDL); a single table's output stops at a DDL either way"),
     OptionSpec("allow_unlogged_cascades", bool, False,
                "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),
@@ -80,6 +84,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
 _SPECS = {s.key: s for s in OPTIONS}
 WATERMARKS = ("auto", "snapshot", "gtid", "position")
 STARTUP_MODES = ("initial", "snapshot", "latest", "earliest", "offset", "timestamp")
+SCHEMA_CHANGES = ("follow", "stop")
 SNAPSHOT_STARTUPS = ("initial", "snapshot")  # the startup modes that read the tables' chunks
 
 
@@ -140,6 +145,7 @@ class CdcOptions:
     end: str = "latest"
     max_chunks_per_batch: int = 0
     max_rows_per_batch: int = 0
+    schema_changes: str = "follow"
     allow_unlogged_cascades: bool = False
 
     def __repr__(self) -> str:
@@ -150,6 +156,12 @@ class CdcOptions:
     def reads_snapshot(self) -> bool:
         """Whether this startup reads the tables' chunks (``initial``, ``snapshot``), not the binlog alone."""
         return self.startup in SNAPSHOT_STARTUPS
+
+    @property
+    def follows_ddl(self) -> bool:
+        """Whether a capture of many tables follows DDL on its tables (``schema_changes`` follow) instead of
+        stopping; a single table's typed output always stops (a Spark stream keeps its schema)."""
+        return self.tables is not None and self.schema_changes == "follow"
 
     @property
     def server_ids(self) -> range:
@@ -244,6 +256,8 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError(f"bad watermark {opts.watermark!r}; expected one of {', '.join(WATERMARKS)}")
     if opts.connect_timeout <= 0:
         raise ConfigError(f"connect_timeout must be > 0 seconds, got {opts.connect_timeout!r}")
+    if opts.schema_changes not in SCHEMA_CHANGES:
+        raise ConfigError(f"bad schema_changes {opts.schema_changes!r}; expected one of {', '.join(SCHEMA_CHANGES)}")
     if opts.startup not in STARTUP_MODES:
         raise ConfigError(f"bad startup {opts.startup!r}; expected one of {', '.join(STARTUP_MODES)}")
     if opts.startup == "offset" and not opts.startup_offset:

@@ -116,3 +116,19 @@ def table_schema(conn: Any, table: TableId, chunk_key: Sequence[str] = (), allow
     schema = TableSchema(table=table, columns=tuple(cols), primary_key=pk, chunk_key=key)
     check_columns(schema)
     return schema
+
+
+def null_defaults(conn: Any, table: TableId) -> dict[str, bool]:
+    """For each column of the table: whether a row that does not write it holds NULL there (nullable, default
+    NULL, not generated). MySQL shows a NULL default as NULL, MariaDB as the text ``NULL``; an expression default
+    (MySQL's ``DEFAULT_GENERATED``, MariaDB's text) or a generated column is not NULL."""
+    cur = conn.cursor()
+    try:
+        cur.execute("SELECT COLUMN_NAME, IS_NULLABLE, COLUMN_DEFAULT, EXTRA FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (table.database, table.table))
+        return {str(name): str(nullable).upper() == "YES" and (default is None or str(default).upper() == "NULL")
+                and "GENERATED" not in str(extra or "").upper()
+                for name, nullable, default, extra in cur.fetchall()}
+    finally:
+        cur.close()
+

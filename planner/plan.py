@@ -11,7 +11,7 @@ from mysql_cdc.connect import ServerFacts, connect, server_facts
 from mysql_cdc.errors import ChunkKeyError, TableError
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
-from mysql_cdc.planner.discover import match_tables, table_schema
+from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema
 from mysql_cdc.planner.splitter import avg_row_bytes, chunk_rows, split_table
 from mysql_cdc.planner.validate import check_cascades, check_lock_privilege, check_privileges, check_server
 from mysql_cdc.schema import TableSchema
@@ -79,6 +79,30 @@ def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[s
             raise ChunkKeyError(f"chunk_key {opts.chunk_key!r} is for tables without a primary key, and every "
                                 "matched table has one: drop the option")
         return facts, schemas
+    finally:
+        conn.close()
+
+
+def describe_now(profile: ConnectionProfile, opts: CdcOptions, table: TableId,
+                 connector: Callable[[ConnectionProfile], Any] = connect
+                 ) -> tuple[TableSchema, dict[str, bool]] | None:
+    """A captured table's schema now, and which of its columns are NULL where a row does not write them
+    (:func:`planner.discover.null_defaults`); ``None`` when the table is gone (dropped or renamed)."""
+    conn = connector(profile)
+    try:
+        try:
+            schema = table_schema(conn, table, opts.chunk_key_of(f"{table.database}.{table.table}"),
+                                  allow_pk_override=True)
+        except TableError:
+            cur = conn.cursor()
+            cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (table.database, table.table))
+            gone = cur.fetchone() is None
+            cur.close()
+            if gone:
+                return None
+            raise
+        return schema, null_defaults(conn, table)
     finally:
         conn.close()
 

@@ -10,6 +10,9 @@ Layout under the state directory (a local path or a pyarrow filesystem URI such 
     rounds/<n>.json                      a capture of many tables: the tables round n snapshots and where the
                                          binlog resumes after it, or the tables a DROP took out; written once
     retired/round-<n>/...                plans and chunk records of tables dropped in round n
+    history/<db>.<table>/<file>@<pos>.json   the table's schema history: the schema a capture decodes it with
+                                         from each point on (a snapshot, or a DDL statement followed), replaced
+                                         when the stream decides that point again
     offsets/<stream>.json                the last committed offset of a stream, replaced atomically
 
 A chunk is recorded only after its rows were handed on (contract C5). When a retried task records a chunk
@@ -31,6 +34,7 @@ from typing import Any
 
 from mysql_cdc.chunks import Chunk, ChunkRecord, TableId, decode_key, encode_key, null_flags
 from mysql_cdc.errors import StateError
+from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.schema import TableSchema
 
 
@@ -71,6 +75,30 @@ def table_of_file_name(name: str) -> TableId | None:
     if not sep or "." in table:
         return None
     return TableId(urllib.parse.unquote(db), urllib.parse.unquote(table))
+
+
+def history_key(entry: dict[str, Any]) -> tuple[tuple[str, int], int]:
+    """The binlog order of a schema history entry (its ``at``: ``{"file": ..., "pos": ...}``)."""
+    return binlog_file_key(str(entry["at"]["file"])), int(entry["at"]["pos"])
+
+
+def schema_at(history: Sequence[dict[str, Any]], file: str, pos: int) -> dict[str, Any] | None:
+    """The history entry in force at binlog point ``file:pos``: the last one at or before it (``None``: none
+    is). An entry's ``at`` is the end of what made it (the snapshot's start, or the DDL statement), so a row at
+    a later position was written with its schema.
+
+    >>> h = [{"at": {"file": "b.000002", "pos": 4}, "n": 0}, {"at": {"file": "b.000010", "pos": 900}, "n": 1}]
+    >>> [schema_at(h, f, p)["n"] for f, p in (("b.000002", 4), ("b.000009", 10**9), ("b.000010", 901))]
+    [0, 0, 1]
+    >>> schema_at(h, "b.000001", 120) is None
+    True
+    """
+    out = None
+    at = (binlog_file_key(file), int(pos))
+    for e in sorted(history, key=history_key):
+        if history_key(e) <= at:
+            out = e
+    return out
 
 
 class StateStore:
@@ -234,16 +262,19 @@ class StateStore:
         return str(d["location"]) if isinstance(d, dict) else None
 
     def record_round(self, index: int, tables: Sequence[TableId], resume: dict[str, Any] | None,
-                     dropped: Sequence[TableId] = (), note: str | None = None, end: dict[str, Any] | None = None
-                     ) -> dict[str, Any]:
+                     dropped: Sequence[TableId] = (), note: str | None = None, end: dict[str, Any] | None = None,
+                     schema_at: dict[str, Any] | None = None) -> dict[str, Any]:
         """Keep round ``index`` of a capture of many tables (first one wins): the tables it snapshots and the
         binlog point where the stream resumes after it (``None``: round 0, the first snapshot), or the tables
         it takes out of the capture (``dropped``, with ``note`` saying why and where, and ``end``, the binlog
-        point just after the statement). Return the stored round."""
+        point just after the statement). ``schema_at``: the binlog end just before the round's tables were
+        described (a DDL after it may not show in their recorded schemas). Return the stored round."""
         path = self._path("rounds", f"{int(index)}.json")
         data: dict[str, Any] = {"tables": [[t.database, t.table] for t in tables], "resume": resume}
         if dropped:
             data.update(dropped=[[t.database, t.table] for t in dropped], note=note, end=end)
+        if schema_at is not None:
+            data["schema_at"] = schema_at
         self._write(path, json.dumps(data, sort_keys=True).encode(), first_wins=True)
         stored = self.round(index)
         assert stored is not None
@@ -257,7 +288,26 @@ class StateStore:
             return None
         return {"tables": [TableId(str(db), str(t)) for db, t in d["tables"]], "resume": d.get("resume"),
                 "dropped": [TableId(str(db), str(t)) for db, t in d.get("dropped", [])], "note": d.get("note"),
-                "end": d.get("end")}
+                "end": d.get("end"), "schema_at": d.get("schema_at")}
+
+    def record_history(self, table: TableId, entry: dict[str, Any]) -> None:
+        """Keep a schema history entry of ``table`` (``at``, ``action``, ``schema``, ...), replacing one at the
+        same point (a point decided again after a crash, before any row of it was delivered)."""
+        at = entry["at"]
+        name = f"{_safe(str(at['file']))}@{int(at['pos'])}.json"
+        self._write(self._path("history", table_file_name(table), name), json.dumps(entry, sort_keys=True).encode(),
+                    first_wins=False)
+
+    def history(self, table: TableId) -> list[dict[str, Any]]:
+        """The table's schema history entries, in binlog order."""
+        folder = f"history/{table_file_name(table)}"
+        out = []
+        for n in self._list(folder) or []:
+            if n.endswith(".json") and not n.startswith("."):
+                d = self._read_json(self._path("history", table_file_name(table), n))
+                if isinstance(d, dict):
+                    out.append(d)
+        return sorted(out, key=history_key)
 
     def record_offset(self, name: str, offset: dict[str, Any]) -> None:
         """The latest committed offset of a stream (replaced atomically)."""

@@ -329,7 +329,7 @@ def test_changes_just_before_a_ddl_are_delivered_before_the_stream_stops(
     spark, remote = _session(session, request)
     out = str(tmp_path / "out")
     args = (profile_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), out)
-    extra = {"max_rows_per_batch": max_rows} if max_rows else {}
+    extra: dict[str, Any] = {"schema_changes": "stop", **({"max_rows_per_batch": max_rows} if max_rows else {})}
     try:
         q = start_stream(spark, *args, "availableNow", max_chunks=4, chunk_size=500, **extra)
         assert q.awaitTermination(300) and q.exception() is None
@@ -362,3 +362,54 @@ def test_changes_just_before_a_ddl_are_delivered_before_the_stream_stops(
     finally:
         if remote is not None:
             remote.stop()
+
+
+@pytest.mark.parametrize("session", ["classic", "connect"])
+def test_a_single_table_stream_follows_a_ddl_by_a_restart_without_a_new_snapshot(
+        session: str, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str,
+        root: Any, tmp_path: Any) -> None:
+    """schema_changes follow (the default) on a read of one table: a DDL that changes its output columns stops
+    the stream with an error that says to restart; the restart goes on from the checkpoint with the new columns,
+    no snapshot again, no change lost or doubled. A DDL that leaves the columns' types (a longer VARCHAR, an
+    index) does not stop it; one that rewrites stored values stops it for good with the reason."""
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(10))")
+    insert_rows(root, "t", ["id", "v", "s"], [(k, k, f"s{k}") for k in range(1, 201)])
+    spark, remote = _session(session, request)
+    out = str(tmp_path / "out")
+    args = (profile_url(profile), f"{db}.t", str(tmp_path / "state"), str(tmp_path / "ck"), out)
+
+    def run() -> str | None:
+        q = start_stream(spark, *args, "availableNow", max_chunks=4, chunk_size=50)
+        try:
+            assert q.awaitTermination(300), "the availableNow query did not end"
+            failure: Any = q.exception()
+        except Exception as e:
+            failure = e
+        return None if failure is None else str(failure)
+
+    try:
+        assert run() is None
+        cur = root.cursor()
+        cur.execute("UPDATE t SET v = -1 WHERE id = 1")
+        cur.execute("ALTER TABLE t MODIFY s VARCHAR(50)")  # the output's columns stay: followed, no stop
+        cur.execute("CREATE INDEX t_v ON t (v)")
+        cur.execute("UPDATE t SET s = 'longer than ten' WHERE id = 2")
+        assert run() is None
+        cur.execute("ALTER TABLE t ADD COLUMN c INT")
+        cur.execute("UPDATE t SET v = -3, c = 30 WHERE id = 3")
+        failure = run()
+        assert failure is not None and "SchemaChangedError" in failure and "restart the query" in failure, failure
+        assert run() is None  # the restart goes on with the new columns
+        cur.execute("ALTER TABLE t ADD COLUMN d INT NOT NULL DEFAULT 4")  # fills stored rows: stops for good
+        for _ in range(2):
+            failure = run()
+            assert failure is not None and "must be snapshotted again" in failure and "added with a value" in \
+                failure, failure
+        data = spark.read.option("mergeSchema", "true").parquet(out)
+        assert data.where("__op = 'r'").count() == 200  # read once: no snapshot again
+        rows = sorted(tuple(r) for r in data.where("__op = '+U'").select("id", "v", "s", "c").collect())
+        assert rows == [(1, -1, "s1", None), (2, 2, "longer than ten", None), (3, -3, "s3", 30)], rows
+    finally:
+        if remote is not None:
+            remote.stop()
+

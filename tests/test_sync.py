@@ -165,11 +165,17 @@ def _sync_job(args: list[str], profile: ConnectionProfile, log: str) -> subproce
                                 start_new_session=True)
 
 
+# schema changes issued just before some kills: in place (t01_int, twice), snapshotted again (t05_dec), nothing
+DDL_AT_KILL = {3: "ALTER TABLE t01_int ADD COLUMN extra INT", 5: "ALTER TABLE t05_dec ADD COLUMN d2 INT NOT NULL "
+               "DEFAULT 3", 7: "ALTER TABLE t01_int DROP COLUMN extra", 8: "CREATE INDEX t06_v ON t06_dt (v)"}
+
+
 def test_sync_killed_with_minus_9_ten_times_converges_exactly_once(
         info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     """The CLI's sync, killed at random points of the snapshot and of the binlog (during a MERGE too: a batch's
-    tables are then partly applied) while writers write; restarted each time; at the end every Delta table
-    equals its source, and no table's log holds one batch twice."""
+    tables are then partly applied) while writers write and schema changes are followed (in place, and by a
+    table snapshotted again); restarted each time; at the end every Delta table equals its source, and no
+    table's log holds one batch twice."""
     _make(root)
     to, ck, state, log = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state"), str(tmp_path / "l")
     args = ["--tables", f"{db}[.]t.*", "--exclude", f"{db}[.]t1[03]_.*", "--to", to, "--checkpoint", ck,
@@ -192,6 +198,8 @@ def test_sync_killed_with_minus_9_ten_times_converges_exactly_once(
                 time.sleep(rnd.uniform(0.0, 1.0))
                 phases.append(_checkpoint_state(ck)[1])
             assert p.poll() is None, _tail(log)
+            if kills in DDL_AT_KILL:  # a schema change the next runs follow, maybe killed while they do
+                root.cursor().execute(DDL_AT_KILL[kills])
             _kill(p)
             kills += 1
     assert "snapshot" in phases and "binlog" in phases, phases
@@ -201,6 +209,9 @@ def test_sync_killed_with_minus_9_ten_times_converges_exactly_once(
     p = _sync_job([*args, "--once"], profile, log)
     assert p.wait(300) == 0, _tail(log)
     _check_mirror(info, db, to)
+    columns = deltalake.DeltaTable(table_path(to, TableId(db, "t05_dec"))).schema().to_arrow().names
+    assert "d2" in columns and "extra" not in deltalake.DeltaTable(
+        table_path(to, TableId(db, "t01_int"))).schema().to_arrow().names, columns
     # progress, not on a terminal: plain lines per batch with rows/s and the binlog lag in seconds and bytes
     last = _tail(log).split("-- the last run")[-1]
     assert re.search(r"batch \d+: [\d,]+ rows \([\d,]+ rows/s\) into \d+ tables.*; binlog lag [\d.]+ s, [\d,]+ "

@@ -5,6 +5,7 @@ file over this: :mod:`.sql_functions` (the SQL table functions), :mod:`.batch_so
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +37,7 @@ from pyspark.sql.types import (
 from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key, encode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError, TableError
-from mysql_cdc.offsets import SNAPSHOT_SEQUENCE, BinlogOffset
+from mysql_cdc.offsets import SNAPSHOT_SEQUENCE, BinlogOffset, change_sequence
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
 from mysql_cdc.planner.plan import describe_table, describe_tables
 from mysql_cdc.rowjson import encode_rows
@@ -65,7 +66,12 @@ META_COLUMNS = (("__op", "STRING"), ("__database", "STRING"), ("__table", "STRIN
                 ("__gtid", "STRING"), ("_change_type", "STRING"), ("_change_seq", "BIGINT"),
                 ("_commit_timestamp", "TIMESTAMP"))
 _META_NULLABLE = {"__chunk_id", "__position", "__file", "__pos", "__row", "__gtid", "_commit_timestamp"}
-CHANGE_TYPES = {"r": "insert", "+I": "insert", "-U": "update_preimage", "+U": "update_postimage", "-D": "delete"}
+CHANGE_TYPES = {"r": "insert", "+I": "insert", "-U": "update_preimage", "+U": "update_postimage", "-D": "delete",
+                "T": "truncate"}
+# A T row (a read of many tables, schema_changes follow) says that every row of its table before it is gone: the
+# table was dropped, truncated, renamed away, or changed so that it is snapshotted again, whose rows then follow
+# as r rows. Its __values is {} and its _change_seq orders it among the changes.
+RESET_OP = "T"
 _META_ARROW = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "TIMESTAMP": pa.timestamp("us", "UTC")}
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
 SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS
@@ -302,30 +308,55 @@ class Output:
         return _typed([(text, *change_meta(ch)) for text, ch in zip(texts, changes)], ENVELOPE_ARROW)
 
 
+def reset_batch(tables: list[TableId], at: Mapping[str, Any]) -> pa.RecordBatch:
+    """The ``T`` rows (:data:`RESET_OP`) of tables that left a capture of many tables at binlog point ``at``."""
+    file, pos = str(at["file"]), int(at["pos"])
+    where = json.dumps({"file": file, "pos": pos}, separators=(",", ":"))
+    rows = [("{}", RESET_OP, t.database, t.table, None, where, file, pos, i, None, CHANGE_TYPES[RESET_OP],
+             change_sequence(file, pos, i), None) for i, t in enumerate(tables)]
+    return _typed(rows, ENVELOPE_ARROW)
+
+
 def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chunk, ...], opts: CdcOptions,
-                output: Output) -> Iterator[pa.RecordBatch]:
+                output: Output, failed: Callable[[Chunk, BaseException], ChunkRead] | None = None
+                ) -> Iterator[pa.RecordBatch]:
     """Read chunks one after another (of one table or several: ``readers`` gives each table's reader), each
     exact at its own watermark; record each after its rows were handed on (contract C5). The next chunk is
     read in a thread while this one's batches go to Spark (the drivers release the GIL while they wait on the
-    server), so at most two chunks are held at once."""
+    server), so at most two chunks are held at once. ``failed`` gives the read of a chunk whose read raised
+    (or raises again): a stream that follows schema changes records a chunk its table's change broke, since
+    the table is snapshotted again."""
     recorded = check_recorded(opts, chunks)
     pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
+
+    def attempt(get: Callable[[], ChunkRead], chunk: Chunk) -> ChunkRead:
+        try:
+            return get()
+        except Exception as e:
+            if failed is None:
+                raise
+            return failed(chunk, e)
+
     try:
         pending = None
         for i, chunk in enumerate(chunks):
             # a chunk read ahead is held whole; a chunk without a size bound (a table without any key, the rows
             # whose key has a NULL) is streamed when its turn comes instead
-            read = pending.result() if pending is not None else \
-                readers(chunk.table).read(chunk, recorded.get(chunk.id))
+            read = attempt(pending.result if pending is not None else
+                           functools.partial(_read_one, readers, chunk, recorded.get(chunk.id)), chunk)
             nxt = chunks[i + 1] if i + 1 < len(chunks) else None
             pending = None
             if nxt is not None and not _unbounded(readers(nxt.table), nxt):
                 pending = pool.submit(_read_whole, readers(nxt.table), nxt, recorded.get(nxt.id))
-            yield from _handed_on(read, opts, output)
+            yield from _handed_on(read, opts, output, failed)
     finally:
         # a consumer that stops early (a LIMIT, an error) does not wait for the chunk read ahead: the thread
         # finishes it, closes its connection and drops it (nothing is recorded for it)
         pool.shutdown(wait=False)
+
+
+def _read_one(readers: Callable[[TableId], SnapshotReader], chunk: Chunk, as_of: BinlogOffset | None) -> ChunkRead:
+    return readers(chunk.table).read(chunk, as_of)
 
 
 def _unbounded(reader: SnapshotReader, chunk: Chunk) -> bool:
@@ -340,9 +371,15 @@ def _read_whole(reader: SnapshotReader, chunk: Chunk, as_of: BinlogOffset | None
     return read
 
 
-def _handed_on(read: ChunkRead, opts: CdcOptions, output: Output) -> Iterator[pa.RecordBatch]:
-    for batch in read.batches:
-        yield output.chunk_batch(read, batch)
+def _handed_on(read: ChunkRead, opts: CdcOptions, output: Output,
+               failed: Callable[[Chunk, BaseException], ChunkRead] | None = None) -> Iterator[pa.RecordBatch]:
+    try:
+        for batch in read.batches:
+            yield output.chunk_batch(read, batch)
+    except Exception as e:  # a streamed chunk failing part way (see read_chunks)
+        if failed is None:
+            raise
+        read = failed(read.chunk, e)
     record(opts, read)
 
 

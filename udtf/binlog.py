@@ -292,8 +292,11 @@ class BinlogPhase:
 
     def __init__(self, profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,
                  schemas: Mapping[TableId, TableSchema], rules: Mapping[TableId, EmitRule | None],
-                 connect_factory: Callable[[ConnectionProfile], Any] = connect) -> None:
+                 connect_factory: Callable[[ConnectionProfile], Any] = connect, followed: bool = False) -> None:
         self.profile = profile
+        # followed: a stream's driver ended the batch before any DDL of the tables, or made it the batch alone
+        # and followed it (new schemas recorded, or the table reset): a DDL met here is no stop
+        self.followed = followed
         self.facts = facts
         self.opts = opts
         self.schemas = dict(schemas)
@@ -329,12 +332,15 @@ class BinlogPhase:
                 and rule.decided(BinlogOffset(ch.file, ch.pos), ch.gtid) is False)
 
     def _on_schema_change(self, ch: SchemaChange) -> None:
-        if self._before_snapshot(ch):
+        if self._before_snapshot(ch) or self.followed:
             return
+        follow = ("option schema_changes is stop; with schema_changes follow (the default) a read of tables "
+                  "follows it" if self.opts.tables is not None else "a read of one table (option table) has its "
+                  "columns typed and stops at a DDL; read it with option tables to follow schema changes")
         raise SchemaChangedError(
             f"table {str(ch.table)!r} changed at {ch.file}:{ch.pos} ({ch.statement[:200]!r}); the chunk plan and "
             "the column types no longer describe its rows: the stream stops here. Changes before this position "
-            "were delivered; take a new snapshot of the table (new state_dir and checkpoint) to continue")
+            f"were delivered; take a new snapshot of the table (new state_dir and checkpoint) to continue ({follow})")
 
     def changes(self, start: ReadFrom, end: BinlogOffset | None) -> Iterator[Change]:
         """Change rows of committed transactions after ``start`` up to ``end`` (a transaction boundary;
@@ -352,7 +358,8 @@ class BinlogPhase:
         self.close()
 
     def batch_end(self, start: ReadFrom, end: BinlogOffset, max_rows: int = 0,
-                  watch: Callable[[TableId], bool] | None = None, drops: bool = False) -> BinlogOffset:
+                  watch: Callable[[TableId], bool] | None = None, drops: bool = False,
+                  follow: bool = False) -> BinlogOffset:
         """Where a micro-batch that starts at ``start`` ends: ``end``, or earlier at the first transaction
         boundary by which ``max_rows`` (if > 0) change rows of the tables were written, or earlier still at the
         boundary just before a DDL statement on a captured table, so that every change before the DDL is
@@ -364,7 +371,9 @@ class BinlogPhase:
         that the next batch can add it; :attr:`new_table_seen` then says so. With ``drops``, a ``DROP TABLE``
         of captured tables right at ``start`` is no stop: the batch is that statement alone, and
         :attr:`dropped` holds its :class:`SchemaChange` records (the caller takes the tables out of the
-        capture from the batch's end on).
+        capture from the batch's end on). With ``follow``, any DDL statement on captured tables right at
+        ``start`` is no stop either: the batch is that statement alone, and :attr:`dropped` holds its records
+        (the caller follows the change).
 
         Reads the range once more in the driver; without ``max_rows`` row events are not decoded (boundaries
         and statements only)."""
@@ -378,7 +387,7 @@ class BinlogPhase:
         def found(ch: SchemaChange) -> None:
             if self._before_snapshot(ch):
                 return
-            if drops and last == start.offset and ch.table in dropped_tables(ch.statement, ch.database):
+            if last == start.offset and (follow or (drops and ch.table in dropped_tables(ch.statement, ch.database))):
                 self.dropped.append(ch)
                 return
             ddl.append(ch)
@@ -408,6 +417,28 @@ class BinlogPhase:
                     self._on_schema_change(ddl[0])
                 return last
         return end
+
+    def statements(self, start: ReadFrom, end: BinlogOffset) -> list[SchemaChange]:
+        """Every DDL statement on the tables after ``start`` up to ``end`` (boundaries and statements only, no
+        row is decoded): where a stream looks for changes its recorded schemas may not show."""
+        found: list[SchemaChange] = []
+        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+            for _ in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
+                                       auto_position=start.auto_position, end=end, on_schema_change=found.append,
+                                       skip_before=start.skip_before, decode_rows=False):
+                pass
+        return found
+
+    def row_columns(self, start: ReadFrom, end: BinlogOffset) -> list[str] | None:
+        """The columns (as the binlog's table map names them) of the first row of the tables changed after
+        ``start`` up to ``end``; ``None`` when no row was."""
+        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
+                                         auto_position=start.auto_position, end=end, skip_before=start.skip_before,
+                                         on_schema_change=lambda ch: None):
+                for r in txn.rows:
+                    return list(r.after if r.after is not None else r.before or {})
+        return None
 
     def _transaction(self, txn: Transaction) -> Iterator[Change]:
         # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise. An image its

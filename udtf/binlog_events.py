@@ -223,6 +223,45 @@ def dropped_tables(statement: str, default_db: str) -> list[TableId]:
     return named_tables(statement[m.end():], default_db) if m else []
 
 
+_TRUNCATE = re.compile(_LEAD + r"TRUNCATE\b", re.IGNORECASE | re.DOTALL)
+_CREATE_OR_REPLACE = re.compile(_LEAD + r"CREATE\s+OR\s+REPLACE\s+(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
+
+
+def replacing_statement(statement: str, default_db: str) -> str | None:
+    """What a DDL statement does to the tables it names when it is more than a change of their columns:
+    ``dropped``, ``truncated``, ``renamed`` (RENAME TABLE, ALTER TABLE ... RENAME TO) or ``replaced`` (CREATE OR
+    REPLACE); ``None`` for other statements (ALTER TABLE of columns, CREATE/DROP INDEX, ...).
+
+    >>> [replacing_statement(q, "d") for q in ("TRUNCATE t",
+    ...                                        "RENAME TABLE a TO b", "ALTER TABLE a RENAME COLUMN x TO y",
+    ...                                        "DROP INDEX i ON t", "DROP TABLE t", "CREATE INDEX i ON t (c)")]
+    ['truncated', 'renamed', None, None, 'dropped', None]
+    """
+    if _DROP_TABLE.match(statement):
+        return "dropped"
+    if _TRUNCATE.match(statement):
+        return "truncated"
+    if _RENAME_TABLE.match(statement) or (_ALTER_TABLE.match(statement) and created_tables(statement, default_db)):
+        return "renamed"
+    if _CREATE_OR_REPLACE.match(statement):
+        return "replaced"
+    return None
+
+
+_INDEX_ONLY = re.compile(_LEAD + r"(?:CREATE\s+(?:OR\s+REPLACE\s+)?(?:ONLINE\s+)?(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?"
+                         r"INDEX|DROP\s+INDEX)\b", re.IGNORECASE | re.DOTALL)
+
+
+def index_only(statement: str) -> bool:
+    """Whether a statement is ``CREATE [UNIQUE|FULLTEXT|SPATIAL] INDEX`` or ``DROP INDEX``, which change no
+    column and no stored value (a primary key is changed by ALTER TABLE only).
+
+    >>> [index_only(q) for q in ("CREATE UNIQUE INDEX i ON t (a)", "drop index i on t", "ALTER TABLE t ADD x INT")]
+    [True, True, False]
+    """
+    return _INDEX_ONLY.match(statement) is not None
+
+
 def mentioned_tables(statement: str, default_db: str, tables: set[TableId]) -> list[TableId]:
     """Captured tables a statement names (conservatively: a mention of the name is enough).
 

@@ -193,6 +193,15 @@ class SnapshotReader:
         gtids = str(row[4]).replace("\n", "") if len(row) > 4 and row[4] is not None else None
         return BinlogOffset(str(row[0]), int(row[1]), gtids if self.facts.flavor == "mysql" else None, kind)
 
+    def binlog_end_now(self) -> BinlogOffset:
+        """The binlog's end now, as a watermark of this reader's kind."""
+        conn = self.connect(self.profile)
+        try:
+            kind = {"gtid": "gtid", "snapshot": "snapshot"}.get(self.strategy, "position")
+            return self._binlog_end(conn, kind)
+        finally:
+            conn.close()
+
     def _snapshot_position(self, conn: Any) -> BinlogOffset:
         cur = conn.cursor()
         cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")

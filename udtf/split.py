@@ -5,32 +5,109 @@ Each table's DataFrame decodes ``__values`` with the table's schema as the captu
 ``state_dir`` (:mod:`mysql_cdc.rowjson`) and keeps the metadata columns, so its rows equal, value for value,
 what a single-table read of the same rows gives (contract C4). Decoding runs in Spark (``mapInArrow``), one
 pass per table over the input: in ``foreachBatch``, persist the micro-batch first.
+
+With schema changes followed (option ``schema_changes``), each row is decoded with the schema its table had
+where the row was written (the capture's schema history) and given the latest columns: renamed and widened
+columns carry over, dropped ones go, new ones are NULL in older rows. ``T`` rows (a table reset) are not in the
+frames: read them from the envelope.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from mysql_cdc.chunks import TableId
-from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
+from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf.adapter import META_COLUMNS, VALUES_COLUMN, arrow_schema_of, capture_options, output_schema
+from mysql_cdc.state.store import StateStore, history_key
+from mysql_cdc.udtf.adapter import (
+    META_COLUMNS,
+    RESET_OP,
+    VALUES_COLUMN,
+    arrow_schema_of,
+    capture_options,
+    output_schema,
+)
+from mysql_cdc.udtf.convert import table_arrow_schema
+from mysql_cdc.udtf.evolve import evolve_rows, renames_since
 
 
-def _decoder(values_schema: pa.Schema, out_schema: pa.Schema) -> Any:
+@dataclass(frozen=True)
+class Version:
+    """A schema a table's rows were written with, from binlog point ``at`` on: its values' Arrow schema and its
+    columns renamed since (latest name to its name here)."""
+
+    at: tuple[tuple[str, int], int]
+    values: pa.Schema
+    renamed: dict[str, str]
+
+
+def versions_of(history: list[dict[str, Any]], opts: CdcOptions) -> list[Version]:
+    """The table's schema versions: its history entries with a schema (a snapshot, an ALTER followed)."""
+    out = []
+    for i, e in enumerate(history):
+        if e.get("schema") is not None:
+            cols = TableSchema.from_dict(e["schema"]).columns
+            out.append(Version(history_key(e), table_arrow_schema(cols, opts.tinyint1_as_boolean),
+                               renames_since(history, i)))
+    return out
+
+
+def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versions: list[Version]) -> Any:
+    """Each row decoded with the schema its table had at the row's binlog point (a snapshot row's: its chunk's
+    high watermark), then moved to the latest columns (:func:`udtf.evolve.evolve_rows`); ``T`` rows are left
+    out. Without a schema history (schema_changes stop): every row with the recorded schema."""
     meta = [m for m, _ in META_COLUMNS]
+
+    def version(file: str, pos: int) -> Version | None:
+        at = (binlog_file_key(file), pos)
+        found = None
+        for v in versions:
+            if v.at <= at:
+                found = v
+        return found
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            typed = decode_rows(b.column(VALUES_COLUMN).to_pylist(), values_schema)
-            cols = [*typed.columns, *(b.column(m) for m in meta)]
-            yield pa.RecordBatch.from_arrays(cols, schema=out_schema)
+            if not versions:
+                typed = decode_rows(b.column(VALUES_COLUMN).to_pylist(), values_schema)
+                yield pa.RecordBatch.from_arrays([*typed.columns, *(b.column(m) for m in meta)], schema=out_schema)
+                continue
+            ops, files, poss = (b.column(c).to_pylist() for c in ("__op", "__file", "__pos"))
+            keep = [i for i in range(b.num_rows) if ops[i] != RESET_OP]
+            groups: dict[int, list[int]] = {}
+            found = [version(files[i], poss[i]) for i in keep]
+            for i, v in zip(keep, found):
+                groups.setdefault(id(v), []).append(i)
+            by_id = {id(v): v for v in found}
+            texts = b.column(VALUES_COLUMN).to_pylist()
+            parts, order = [], []
+            for key, idx in groups.items():
+                v = by_id[key]
+                schema = v.values if v is not None else values_schema
+                typed = pa.Table.from_batches([decode_rows([texts[i] for i in idx], schema)])
+                try:
+                    parts.append(evolve_rows(typed, values_schema, v.renamed if v is not None else {}))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaChangedError(
+                        f"rows of {table!r} written with columns {schema.names!r} cannot take its latest types "
+                        f"({e}): the table was snapshotted again since with other types; split the rows after "
+                        "its last T row (__op 'T') apart from those before") from e
+                order += idx
+            rows = pa.concat_tables(parts) if parts else values_schema.empty_table()
+            if parts:
+                rows = rows.take(pa.array(sorted(range(len(order)), key=order.__getitem__)))
+            picked = b.take(pa.array(sorted(order), pa.int64()))
+            cols = [*rows.columns, *(picked.column(m) for m in meta)]
+            yield pa.RecordBatch.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+                                              for c in cols], schema=out_schema)
 
     return decode
 
@@ -55,6 +132,7 @@ def table_frames(df: Any, state_dir: str, tables: list[str] | None = None) -> di
         assert schema is not None
         typed = arrow_schema_of(schema, opts)
         values = pa.schema(list(typed)[:len(schema.columns)])
+        versions = versions_of(store.history(table), opts)
         rows = df.where((df["__database"] == table.database) & (df["__table"] == table.table))
-        out[name] = rows.mapInArrow(_decoder(values, typed), output_schema(schema, opts))
+        out[name] = rows.mapInArrow(_decoder(name, values, typed, versions), output_schema(schema, opts))
     return out

@@ -14,11 +14,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from mysql_cdc.chunks import Chunk, TableId
 from mysql_cdc.connect import connect
-from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import table_matches
-from mysql_cdc.planner.plan import describe_tables, split_schemas
+from mysql_cdc.planner.plan import describe_now, describe_tables, split_schemas
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.adapter import (
@@ -26,20 +26,26 @@ from mysql_cdc.udtf.adapter import (
     Output,
     Readers,
     changes_need_metadata,
+    output_schema,
     pin_capture,
     pinned_schema,
     planned_tables,
     read_chunks,
+    reset_batch,
     spread_chunks,
 )
 from mysql_cdc.udtf.binlog import (
     BinlogPhase,
     ReadFrom,
+    binary_logs,
     read_from,
     recorded_rules,
     rules_start,
     server_end,
 )
+from mysql_cdc.udtf.binlog_events import SchemaChange, index_only, replacing_statement
+from mysql_cdc.udtf.evolve import EVOLVE, RESET, SAME, apply_plain, judge, plainly_kept, renamed_columns
+from mysql_cdc.udtf.snapshot import ChunkRead, SnapshotReader
 
 log = logging.getLogger("mysql_cdc")
 
@@ -54,6 +60,16 @@ class BinlogPartition(InputPartition):
     end: dict[str, Any]
     initial: bool
     tables: tuple[tuple[str, str], ...] = ()
+    followed: bool = False  # the driver followed every DDL of the range (option schema_changes follow)
+
+
+@dataclass(frozen=True)
+class ResetPartition(InputPartition):
+    """The rows saying that tables left the capture at ``at`` (dropped, or reset to be snapshotted again):
+    one ``T`` row per table (see :func:`udtf.adapter.reset_batch`); nothing is read."""
+
+    tables: tuple[tuple[str, str], ...]
+    at: dict[str, Any]
 
 
 def _phase_of(offset: dict[str, Any]) -> str:
@@ -92,11 +108,16 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # the first run's tables are round 0; every captured table keeps the schema recorded for it, and
             # tables that match now but are not captured yet are left to a later round (_new_round)
             # a restart finds the capture's tables in its rounds, even if none matches now (all dropped)
-            self.facts, now = describe_tables(profile, opts, allow_none=self.store.round(0) is not None)
-            self.store.record_round(0, sorted((s.table for s in now), key=str), None)
+            first = self.store.round(0) is None
+            at = self._binlog_now() if first and opts.follows_ddl else None
+            self.facts, now = describe_tables(profile, opts, allow_none=not first)
+            self.store.record_round(0, sorted((s.table for s in now), key=str), None, schema_at=at)
             current = {s.table: s for s in now}
             self.schemas = {t: pinned_schema(opts, current[t]) if t in current else self._recorded_schema(t)
                             for t in self._recorded_tables()}
+            if at is not None:
+                for t in current:
+                    self._history(t, at, "snapshot", schema=self.schemas[t])
         else:
             self.facts, self.schemas = planned_tables(profile, opts)
         # the name its committed offset is kept under (mysql-cdc status)
@@ -107,6 +128,22 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._rules_done: dict[int, dict[TableId, Any]] = {}
 
     # -- the captured tables --
+    def _binlog_now(self) -> dict[str, Any]:
+        """The binlog's end now (the last file's size), read before tables are described: a DDL statement after
+        it may not show in their schemas, and is looked for when their snapshot ends."""
+        logs = binary_logs(self.profile)
+        if not logs:
+            raise StateError("the server lists no binary logs: enable log_bin")
+        return {"file": logs[-1][0], "pos": logs[-1][1]}
+
+    def _history(self, table: TableId, at: dict[str, Any], action: str, schema: TableSchema | None = None,
+                 statement: str = "", why: str = "", renamed: dict[str, str] | None = None) -> None:
+        """A schema history entry: from ``at`` on, the table is decoded with ``schema`` (``snapshot``,
+        ``evolve``), unchanged (``same``), or out of the capture until it is snapshotted again (``reset``)."""
+        self.store.record_history(table, {
+            "at": {"file": at["file"], "pos": int(at["pos"])}, "action": action, "statement": statement[:2000],
+            "why": why, "renamed": renamed or {}, "schema": None if schema is None else schema.to_dict()})
+
     def _recorded_tables(self) -> list[TableId]:
         out: list[TableId] = []
         i = 0
@@ -148,7 +185,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Schemas of some captured tables. With many tables, as the state_dir has them now: executors hold a
         copy of this reader made at the query's start, and a round may have added a table since (or a table
         dropped and created again has a new schema)."""
-        if not self.many:
+        if not self.many and self.opts.schema_changes != "follow":
             return {t: self.schemas[t] for t in tables}
         return {t: self._recorded_schema(t) for t in tables}
 
@@ -204,6 +241,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         self._look_for_tables = False
         captured = set(self._captured(index))
+        at = self._binlog_now() if self.opts.follows_ddl else None
         _, now = describe_tables(self.profile, self.opts, allow_none=True, snapshot=True)
         new = sorted((s.table for s in now if s.table not in captured), key=str)
         if not new:
@@ -214,7 +252,11 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.schemas[s.table] = self.store.record_schema(s, replace=True)
         log.warning("mysql_cdc: %d table(s) start to be captured at %s: %s; they are snapshotted first (round %d)",
                     len(new), begin.to_dict(), ", ".join(map(str, new)), index)
-        return list(self.store.record_round(index, new, begin.to_dict())["tables"])
+        rec = self.store.record_round(index, new, begin.to_dict(), schema_at=at)
+        if at is not None and rec.get("schema_at") == at:
+            for t in new:
+                self._history(t, at, "snapshot", schema=self.schemas[t])
+        return list(rec["tables"])
 
     def _retire(self, index: int, tables: list[TableId]) -> None:
         """Dropped tables' plans and chunk records move aside: no batch reads them again (the batch before the
@@ -261,6 +303,14 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rounds = index + 1
             rules = self._rules(self._round_tables(index))
             begin = ReadFrom.from_dict(start["resume"]) if start.get("resume") else rules_start(rules)
+            if self.many and self.opts.follows_ddl:
+                rec = self._recorded_round(rounds, begin)
+                if rec is not None and rec["dropped"]:  # decided before a crash: the same batch again
+                    self._retire(rounds, rec["dropped"])
+                    return self._binlog_offset(rec["end"], begin, rounds + 1)
+                changed = self._changed_in_snapshot(index, begin)
+                if changed:
+                    return self._reset(rounds, begin, begin.to_dict(), changed)
             highs = [h for rule in rules.values() for h in rule.highs]
             if self._target is not None and highs:
                 # a mirror is consistent only past every chunk's high watermark
@@ -287,20 +337,23 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rules = self._rules_of(rounds) if self.many else {}  # a table's creation before its snapshot is no stop
             phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), rules)
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
+            follow = self.opts.schema_changes == "follow"
             end = phase.batch_end(begin, end, max_rows, watch=self._watch(captured) if self.many else None,
-                                  drops=self.many)
+                                  drops=self.many, follow=follow)
             self._look_for_tables = self._look_for_tables or phase.new_table_seen
-            if phase.dropped:  # the batch is a DROP TABLE of captured tables: they leave the capture after it
-                gone = sorted({ch.table for ch in phase.dropped}, key=str)
-                first = phase.dropped[0]
-                note = f"dropped at {first.file}:{first.pos} by {first.statement[:200]!r}"
-                log.warning("mysql_cdc: %s leave(s) the capture: %s", ", ".join(map(str, gone)), note)
-                self.store.record_round(rounds, [], begin.to_dict(), dropped=gone, note=note,
-                                        end={"file": end.file, "pos": end.pos})
-                rec = self.store.round(rounds)
-                assert rec is not None
-                self._retire(rounds, rec["dropped"])
-                return self._binlog_offset(rec["end"], begin, rounds + 1)
+            if phase.dropped:  # the batch is a DDL statement of captured tables alone
+                at = {"file": end.file, "pos": end.pos}
+                if not follow:  # a DROP TABLE (stop mode stops at other DDL): the tables leave the capture
+                    first = phase.dropped[0]
+                    note = f"dropped at {first.file}:{first.pos} by {first.statement[:200]!r}"
+                    return self._reset(rounds, begin, at, {ch.table: note for ch in phase.dropped}, again=False)
+                resets = self._follow(phase.dropped, at, self._rules_of(rounds))
+                if resets and self.many:
+                    return self._reset(rounds, begin, at, resets)
+                self._rules_done.clear()  # built with the former schemas
+                if not self.many:
+                    self._restart_if_changed(phase.dropped[0], resets)
+                return self._binlog_offset(at, begin, rounds)
         if end.position_key() <= begin.offset.position_key() and not begin.auto_position:
             if _phase_of(start) == "snapshot":  # nothing written since the chunks: still, the snapshot is over
                 end = begin.offset
@@ -308,8 +361,140 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return start
         return self._binlog_offset({"file": end.file, "pos": end.pos}, begin, rounds)
 
+    # -- schema changes followed (option schema_changes follow) --
+    def _reset(self, rounds: int, begin: ReadFrom, at: dict[str, Any], why: dict[TableId, str],
+               again: bool = True) -> dict[str, Any]:
+        """The batch that takes tables out of the capture at ``at`` (recorded as round ``rounds``): dropped, or
+        (``again``) to be snapshotted again from there, when the next batch looks for tables to capture (a table
+        that still matches is captured afresh: its rows come again as snapshot rows). The batch's rows say so
+        (``T`` rows, :class:`ResetPartition`)."""
+        gone = sorted(why, key=str)
+        note = "; ".join(f"{t}: {why[t]}" for t in gone)
+        log.warning("mysql_cdc: %s leave(s) the capture at %s:%s%s: %s", ", ".join(map(str, gone)), at["file"],
+                    at["pos"], ", to be snapshotted again" if again else "", note)
+        self.store.record_round(rounds, [], begin.to_dict(), dropped=gone, note=note[:4000], end=at)
+        rec = self.store.round(rounds)
+        assert rec is not None
+        if again:
+            for t in rec["dropped"]:
+                self._history(t, at, "reset", why=why.get(t, ""))
+            self._look_for_tables = True
+        self._retire(rounds, rec["dropped"])
+        return self._binlog_offset(rec["end"], begin, rounds + 1)
+
+    def _changed_in_snapshot(self, index: int, begin: ReadFrom) -> dict[TableId, str]:
+        """Tables of round ``index`` that a DDL statement changed after their schemas were recorded and before
+        ``begin``, where the binlog phase starts (their chunks may hold rows of either shape): each is
+        snapshotted again."""
+        rec = self.store.round(index)
+        at = rec.get("schema_at") if rec is not None else None
+        if not at:
+            return {}
+        since = BinlogOffset(str(at["file"]), int(at["pos"]))
+        if since.position_key() >= begin.offset.position_key():
+            return {}
+        tables = self._round_tables(index)
+        phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(tables), {})
+        out: dict[TableId, str] = {}
+        for ch in phase.statements(ReadFrom(since), begin.offset):
+            out.setdefault(ch.table, f"changed at {ch.file}:{ch.pos} by {ch.statement[:200]!r} while its snapshot "
+                                     "was read")
+        return out
+
+    def _follow(self, changes: list[SchemaChange], at: dict[str, Any], rules: dict[TableId, Any]
+                ) -> dict[TableId, str]:
+        """Follow one DDL statement on captured tables (the batch is the statement alone, ``at`` its end). A
+        table whose columns changed so that no stored value did (:func:`udtf.evolve.judge`) goes on with its new
+        schema, recorded here before any of its later rows is read; the others are returned, with why, to be
+        snapshotted again: a statement that drops, empties, renames or replaces them, one that came while their
+        chunks were read, one whose new schema cannot be known (a later DDL already changed the table again), and
+        one that rewrote stored values."""
+        resets: dict[TableId, str] = {}
+        first = changes[0]
+        statement = first.statement
+        where = f"at {first.file}:{first.pos} by {statement[:200]!r}"
+        point = BinlogOffset(str(at["file"]), int(at["pos"]))
+        for ch in changes:
+            t = ch.table
+            if t in resets:
+                continue
+            kind = replacing_statement(statement, ch.database)
+            rule = rules.get(t)
+            if kind is not None:
+                resets[t] = f"{kind} {where}"
+                continue
+            if rule is not None and rule.decided(point, ch.gtid) is not True:
+                resets[t] = f"changed {where} while its snapshot chunks were read"
+                continue
+            history = self.store.history(t)
+            if any(e["at"] == at and e["action"] in (EVOLVE, SAME) for e in history):
+                continue  # decided before (a restart, or a crash before the batch was planned): kept
+            snapshot = [e for e in history if e["action"] == "snapshot"]
+            if snapshot and BinlogOffset(snapshot[-1]["at"]["file"], int(snapshot[-1]["at"]["pos"])).position_key() \
+                    >= point.position_key():
+                continue  # the statement ran before the table's last snapshot described it: its schema has it
+            old = self._recorded_schema(t)
+            now = describe_now(self.profile, self.opts, t)
+            if now is None:
+                resets[t] = f"gone after the statement {where}"
+                continue
+            new, nulls = now
+            # the schema read now is the statement's only if no later statement changed the table since
+            alone = BinlogPhase(self.profile, self.facts, self.opts, {t: old}, {})
+            later = [c for c in alone.statements(ReadFrom(point), server_end(self.profile, self.facts))
+                     if not index_only(c.statement)]
+            if later:
+                # today's columns are a later statement's: when every statement from here on leaves stored values
+                # alone, the columns just after this one are this statement applied to the recorded ones (an
+                # added column defined as today), checked against the binlog's own column names of the rows
+                # written before the next statement
+                chain = [statement, *(c.statement for c in later)]
+                mid = apply_plain(old, statement, new, renamed_columns(chain[1:])) \
+                    if all(plainly_kept(q) for q in chain) else None
+                written = None if mid is None else alone.row_columns(
+                    ReadFrom(point), BinlogOffset(later[0].file, later[0].pos))
+                if mid is None or (written is not None and written != list(mid.column_names)):
+                    resets[t] = (f"changed {where}, and again at {later[0].file}:{later[0].pos} before the stream "
+                                 "came to it, so its columns in between are not known")
+                    continue
+                new, nulls = mid, dict.fromkeys(mid.column_names, True)  # a plain ADD COLUMN: NULL in old rows
+            verdict = judge(old, new, statement, nulls)
+            if verdict.kind == RESET:
+                resets[t] = f"{verdict.why} ({where})"
+                continue
+            if verdict.kind == EVOLVE:
+                self.store.record_schema(new, replace=True)
+                log.warning("mysql_cdc: %s changed %s: followed, its rows go on with columns %s", t, where,
+                            list(new.column_names))
+            self._history(t, at, verdict.kind, schema=new if verdict.kind == EVOLVE else None,
+                          statement=statement, renamed=dict(verdict.renamed))
+        return resets
+
+    def _restart_if_changed(self, ch: SchemaChange, resets: dict[TableId, str]) -> None:
+        """A single table's stream (option table) after a DDL statement it followed: it goes on when its output
+        columns stay as they are; it stops when they change (a Spark stream keeps its schema), and a restart
+        continues from the checkpoint with the new columns, recorded here (no new snapshot); it stops for good
+        when the table must be snapshotted again."""
+        t = next(iter(self.schemas))
+        if resets:
+            raise SchemaChangedError(
+                f"table {str(t)!r} changed at {ch.file}:{ch.pos} ({ch.statement[:200]!r}) so that it must be "
+                f"snapshotted again ({resets[t]}); a read of one table cannot do that while it runs: the stream "
+                "stops here, changes before this position were delivered. Take a new snapshot (new state_dir and "
+                "checkpoint), or capture the table with option tables, which snapshots it again by itself")
+        new = self._recorded_schema(t)
+        if output_schema(new, self.opts) != output_schema(self.schemas[t], self.opts):
+            raise SchemaChangedError(
+                f"table {str(t)!r} changed at {ch.file}:{ch.pos} ({ch.statement[:200]!r}): its columns are now "
+                f"{list(new.column_names)!r} (were {list(self.schemas[t].column_names)!r}), and a running Spark "
+                "stream cannot change its columns: restart the query. It continues from its checkpoint with the "
+                "new columns, with no new snapshot and no change lost or doubled")
+        self.schemas[t] = new
+
     def _binlog_offset(self, at: dict[str, Any], begin: ReadFrom, rounds: int) -> dict[str, Any]:
         out: dict[str, Any] = {"v": 1, "phase": "binlog", "file": at["file"], "pos": int(at["pos"])}
+        if at.get("gtids") is not None:  # a reset at a GTID start: the next batch starts there too
+            out["gtids"] = at["gtids"]
         if begin.skip_before is not None:
             out["skip_before"] = begin.skip_before
         if self.many:
@@ -326,7 +511,12 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         done = int(start.get("round", 0)) + 1 if _phase_of(start) == "snapshot" else int(start.get("rounds", 1))
         if self.many and int(end.get("rounds", done)) > done:
-            return []  # a DROP TABLE alone: no row to read (and the dropped tables' records are moved aside)
+            # a DDL statement alone that took tables out of the capture: their T rows, no read (and their chunk
+            # records are moved aside)
+            rec = self.store.round(done)
+            if rec is None or not rec["dropped"]:
+                return []
+            return [ResetPartition(tuple((t.database, t.table) for t in rec["dropped"]), dict(rec["end"]))]
         if _phase_of(start) == "snapshot":
             index = int(start.get("round", 0))
             rounds = index + 1
@@ -338,7 +528,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rounds = int(start.get("rounds", 1))
             initial = (self.opts.startup == "initial" or rounds > 1) and self._needs_rules(begin, rounds)
         tables = tuple((t.database, t.table) for t in self._captured(rounds))
-        return [BinlogPartition(begin.to_dict(), {"file": end["file"], "pos": int(end["pos"])}, initial, tables)]
+        return [BinlogPartition(begin.to_dict(), {"file": end["file"], "pos": int(end["pos"])}, initial, tables,
+                                self.opts.schema_changes == "follow")]
 
     def _needs_rules(self, begin: ReadFrom, rounds: int) -> bool:
         """Whether a read from ``begin`` can meet events some chunk already holds. Past the largest high
@@ -356,10 +547,14 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- data (executors) --
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, ResetPartition):
+            yield reset_batch([TableId(db, t) for db, t in partition.tables], partition.at)
+            return
         if isinstance(partition, ChunkPartition):
             schemas = self._schemas_of(sorted({c.table for c in partition.chunks}, key=str))
             readers = Readers(self.profile, schemas, self.facts, self.opts)
-            yield from read_chunks(readers, partition.chunks, self.opts, Output(schemas, self.opts))
+            failed = self._changed_chunk if self.many and self.opts.follows_ddl else None
+            yield from read_chunks(readers, partition.chunks, self.opts, Output(schemas, self.opts), failed)
             return
         assert isinstance(partition, BinlogPartition)
         tables = [TableId(db, t) for db, t in partition.tables]
@@ -367,7 +562,23 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tables = sorted(self.schemas, key=str)
         schemas = self._schemas_of(tables)
         rules = self._rules(tables) if partition.initial else {}
-        phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {t: rules.get(t) for t in tables})
+        phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {t: rules.get(t) for t in tables},
+                            followed=partition.followed)
         end = BinlogOffset(str(partition.end["file"]), int(partition.end["pos"]))
         yield from Output(schemas, self.opts).change_batches(phase.changes(ReadFrom.from_dict(partition.start), end),
                                                              self.opts.fetch_size)
+
+    def _changed_chunk(self, chunk: Chunk, error: BaseException) -> ChunkRead:
+        """A chunk whose read failed because a DDL statement changed its table while the snapshot was read (a
+        column or the table is gone): recorded with no rows at the binlog's end now, since the statement makes
+        the stream snapshot the table again (it lies after the table's recorded schema: see
+        :meth:`_changed_in_snapshot` and :meth:`_follow`). Any other failure is raised."""
+        recorded = self._recorded_schema(chunk.table)
+        now = describe_now(self.profile, self.opts, chunk.table)
+        if now is not None and now[0] == recorded:
+            raise error
+        log.warning("mysql_cdc: chunk %s could not be read (%s): its table changed while its snapshot was read, "
+                    "and is snapshotted again", chunk.id, error)
+        end = SnapshotReader(self.profile, recorded, self.facts, self.opts).binlog_end_now()
+        return ChunkRead(chunk, end, end, iter(()))
+

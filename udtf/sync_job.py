@@ -37,8 +37,9 @@ from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore, _make_dirs
-from mysql_cdc.udtf.adapter import META_COLUMNS, VALUES_COLUMN, capture_options
+from mysql_cdc.udtf.adapter import META_COLUMNS, RESET_OP, VALUES_COLUMN, capture_options
 from mysql_cdc.udtf.convert import table_arrow_schema
+from mysql_cdc.udtf.evolve import evolve_rows, renames_since
 from mysql_cdc.udtf.merge import DELETE_COLUMN, ORDER_COLUMN, final_images
 
 APP_PREFIX = "mysql_cdc.sync:"
@@ -185,10 +186,8 @@ class DeltaMirror:
                                      f"{'' if diff is None else ', and ' + diff}: a mirror merges only into tables "
                                      "it made; sync into another target, or use the checkpoint and state_dir that "
                                      "made this one")
-                if diff is not None:
-                    raise TableError(f"the Delta table {p!r} for {str(s.table)!r} does not match: {diff}; the "
-                                     "source table's columns changed since it was made: start this mirror again "
-                                     "(a new target, checkpoint and state_dir)")
+                if diff is not None:  # the source table changed since (a schema change followed): follow it
+                    self.evolve(s)
             elif made is not None:
                 raise StateError(f"the Delta table of {str(s.table)!r} that this capture made at {made!r} is "
                                  f"missing at {p!r}, and rows were merged into it already: put it back (or give "
@@ -207,6 +206,55 @@ class DeltaMirror:
             store.record_mirror(s.table, p)
         return [s.table for s, _, _ in todo]
 
+    def evolve(self, schema: TableSchema) -> bool:
+        """Bring the table's mirror to ``schema``'s columns, if it has others: its rows moved to them by the
+        capture's schema history (:func:`udtf.evolve.evolve_rows`: columns kept, renamed, widened, dropped, or
+        new and NULL), or, when it holds no row (a table reset, to be snapshotted again), just its columns
+        replaced. The rewrite is one Delta commit of the whole table. True when it changed the table."""
+        want = delta_schema(schema, self.opts)
+        if self._schemas.get(schema.table) == want:
+            return False
+        check_tables([schema])
+        dl = _deltalake()
+        p = self.path(schema.table)
+        table = dl.DeltaTable(p)
+        have = pa.schema(table.schema().to_arrow())
+        self._schemas[schema.table] = want
+        if _same_columns(have, want) is None and [f.nullable for f in have] == [f.nullable for f in want]:
+            return False
+        rows = table.to_pyarrow_table()
+        if rows.num_rows:
+            history = StateStore(self.state_dir).history(schema.table)
+            renamed = mirror_renames(history, have, lambda d: delta_schema(TableSchema.from_dict(d), self.opts))
+            if renamed is None:
+                del self._schemas[schema.table]
+                raise TableError(f"the Delta table {p!r} of {str(schema.table)!r} has columns "
+                                 f"{[f'{f.name} {f.type}' for f in have]!r}, which no schema the capture recorded for "
+                                 f"the table had (now {[f'{f.name} {f.type}' for f in want]!r}): start this mirror "
+                                 "again (a new target, checkpoint and state_dir)")
+            data = evolve_rows(rows, want, renamed)
+        else:
+            data = want.empty_table()
+        dl.write_deltalake(p, data, mode="overwrite", schema_mode="overwrite",
+                           commit_properties=dl.CommitProperties(custom_metadata={"mysql_cdc.evolve": "columns"}))
+        _log.warning("mirror of %s: columns now %s (%d rows moved)", schema.table, want.names, rows.num_rows)
+        return True
+
+    def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
+        """Delete every row of the table's mirror (its table was dropped, truncated, renamed away or is
+        snapshotted again: a ``T`` row), in a commit with the batch's transaction; false when done already."""
+        dl = _deltalake()
+        p = self.path(table)
+        if not dl.DeltaTable.is_deltatable(p):
+            return False
+        t = dl.DeltaTable(p)
+        done = t.transaction_version(app_id)
+        if done is not None and int(done) >= batch_id:
+            return False
+        t.delete(commit_properties=dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
+                                                       custom_metadata={"mysql_cdc.batch": str(batch_id)}))
+        return True
+
     def apply(self, schema: TableSchema, rows: pa.Table, app_id: str, batch_id: int) -> bool:
         """Merge one batch's rows of one table (the table's columns, ``__op``, ``_change_seq``); false when the
         table's log already holds this batch (or a later one) of ``app_id``."""
@@ -214,12 +262,7 @@ class DeltaMirror:
         want = delta_schema(schema, self.opts)
         if schema.table not in self._schemas:
             self.prepare([schema])
-        elif self._schemas[schema.table] != want:
-            have = [f"{f.name} {f.type}" for f in self._schemas[schema.table]]
-            raise TableError(f"the columns of {str(schema.table)!r} changed while the sync ran (the table was "
-                             f"created again, or altered and snapshotted again): its Delta table has {have!r}, the "
-                             f"rows now have {[f'{f.name} {f.type}' for f in want]!r}; start this mirror again "
-                             "(a new target, checkpoint and state_dir)")
+        self.evolve(schema)
         p = self.path(schema.table)
         table = dl.DeltaTable(p)
         done = table.transaction_version(app_id)
@@ -247,6 +290,33 @@ class DeltaMirror:
         if table.version() % CHECKPOINT_EVERY == 0:  # a reader (and the next batch) replays a short log
             table.create_checkpoint()
         return True
+
+
+def mirror_renames(history: list[dict[str, Any]], have: pa.Schema, columns_of: Callable[[dict[str, Any]], pa.Schema]
+                   ) -> dict[str, str] | None:
+    """How a mirror with columns ``have`` reaches the table's latest schema: the columns renamed since, latest
+    name to the name in ``have`` (``None``: no recorded schema had those columns). The start is the latest
+    history entry with a schema whose mirror columns (``columns_of``) are ``have``; each later ``evolve``
+    entry's renames compose with the earlier ones.
+
+    >>> h = [{"action": "snapshot", "schema": ["a", "b"], "renamed": {}},
+    ...      {"action": "evolve", "schema": ["a", "c"], "renamed": {"c": "b"}},
+    ...      {"action": "evolve", "schema": ["a", "d"], "renamed": {"d": "c"}}]
+    >>> cols = lambda d: pa.schema([(n, pa.int32()) for n in d])
+    >>> mirror_renames(h, cols(["a", "b"]), cols), mirror_renames(h, cols(["a", "c"]), cols)
+    ({'d': 'b'}, {'d': 'c'})
+    >>> mirror_renames(h, cols(["x"]), cols) is None
+    True
+    """
+    start = None
+    for i, e in enumerate(history):
+        if e.get("schema") is not None and e["action"] in ("snapshot", "evolve"):
+            mine = columns_of(e["schema"])
+            if [(f.name, f.type) for f in mine] == [(f.name, f.type) for f in have]:
+                start = i
+    if start is None or any(e["action"] == "reset" for e in history[start + 1:]):
+        return None
+    return renames_since(history, start)
 
 
 def query_app_id(checkpoint: str) -> str:
@@ -280,7 +350,10 @@ class SyncBatches:
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
         if self._prepare:
-            self.mirror.prepare(self._prepare)
+            # the columns the capture recorded where it has (the client could not read them): a mirror follows
+            # a later ALTER when the stream comes to it, not before
+            store = StateStore(self.state_dir)
+            self.mirror.prepare([store.schema(s.table) or s for s in self._prepare])
             self._prepare = None
         if self._app_id is None:
             self._app_id = query_app_id(self.checkpoint)
@@ -288,11 +361,21 @@ class SyncBatches:
         data = df.toArrow()
         stats.collect_seconds = time.monotonic() - started
         stats.rows = data.num_rows
+        self.follow_schemas()
         if data.num_rows:
             self.apply(data, batch_id, stats)
         stats.seconds = time.monotonic() - started
         if self.on_batch is not None:
             self.on_batch(stats)
+
+    def follow_schemas(self) -> None:
+        """Mirrors whose table's schema the capture changed (a DDL statement followed) get its new columns, also
+        when the batch has no row of them."""
+        store = StateStore(self.state_dir)
+        for table in store.recorded_schemas():
+            schema = store.schema(table)
+            if schema is not None and schema.primary_key and store.mirror(table) is not None:
+                self.mirror.evolve(schema)
 
     def apply(self, data: pa.Table, batch_id: int, stats: BatchStats) -> None:
         assert self._app_id is not None
@@ -302,6 +385,16 @@ class SyncBatches:
         for name in pc.unique(names).to_pylist():
             db, tb = name.split("\x00")
             table = TableId(db, tb)
+            part = data.filter(pc.equal(names, name))
+            if RESET_OP in part.column("__op").to_pylist():
+                # the table left the capture (the batch is the statement that took it out, alone): its rows go
+                if part.num_rows != 1:
+                    raise StateError(f"a batch holds {part.num_rows - 1} rows of {str(table)!r} beside its reset")
+                if self.mirror.reset(table, self._app_id, batch_id):
+                    stats.applied[str(table)] = 1
+                else:
+                    stats.skipped.append(str(table))
+                continue
             schema = store.schema(table)
             if schema is None:
                 raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
@@ -316,7 +409,6 @@ class SyncBatches:
                 stats.ignored.append(str(table))
                 continue
             t0 = time.monotonic()
-            part = data.filter(pc.equal(names, name))
             typed = decode_rows(part.column(VALUES_COLUMN).to_pylist(),
                                 table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
             rows = pa.Table.from_batches([typed]).append_column("__op", part.column("__op")) \

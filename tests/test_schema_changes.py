@@ -1,0 +1,298 @@
+"""Schema changes followed (option schema_changes, default follow) by the sync job, on real servers into real Delta
+tables: every kind of DDL statement during the binlog phase and during the snapshot, with writers running; the
+mirror equals the source afterwards, columns and values, including new columns' values in rows written before
+the change. Changes that leave stored values alone are followed in place (the schema history says so and the
+table is not snapshotted again); the others snapshot that table again."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+import pytest
+
+import mysql_cdc
+from mysql_cdc.chunks import TableId
+from mysql_cdc.errors import ConfigError
+from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.state.store import StateStore, schema_at
+from mysql_cdc.udtf.sync_job import table_path
+from tests.conftest import wait_until
+from tests.helpers import profile_url
+from tests.servers import ServerInfo
+from tests.test_streaming import _checkpoint_state
+
+deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
+
+ROWS = 300
+# each table gets one kind of change; what the capture must do with it
+CHANGES: dict[str, tuple[list[str], str]] = {
+    "a_add": (["ALTER TABLE a_add ADD COLUMN n INT", "UPDATE a_add SET n = id * 2 WHERE id % 3 = 0"], "evolve"),
+    "b_default": (["ALTER TABLE b_default ADD COLUMN d INT NOT NULL DEFAULT 7"], "reset"),
+    "c_drop": (["ALTER TABLE c_drop DROP COLUMN s"], "evolve"),
+    "d_rename": (["ALTER TABLE d_rename RENAME COLUMN s TO s2"], "evolve"),
+    "e_widen": (["ALTER TABLE e_widen MODIFY s VARCHAR(100), MODIFY w BIGINT"], "evolve"),
+    "f_type": (["ALTER TABLE f_type MODIFY w VARCHAR(20)"], "reset"),
+    "g_index": (["CREATE INDEX g_w ON g_index (w)", "DROP INDEX g_w ON g_index"], "same"),
+    "h_trunc": (["TRUNCATE TABLE h_trunc"], "reset"),
+    "i_move": (["RENAME TABLE i_move TO i_moved"], "reset"),
+    # statements in quick succession, rows written between them: the stream comes to the first when the table
+    # already has the last one's columns; each is followed in place all the same
+    "k_chain": (["ALTER TABLE k_chain ADD COLUMN p INT", "UPDATE k_chain SET p = id WHERE id < 50",
+                 "ALTER TABLE k_chain RENAME COLUMN s TO s3, ADD INDEX k_p (p)",
+                 "UPDATE k_chain SET s3 = 'k' WHERE id < 9", "ALTER TABLE k_chain DROP COLUMN w"], "evolve"),
+    "j_ghost": ([  # gh-ost / pt-online-schema-change: a shadow table, copied, swapped in by RENAME
+        "CREATE TABLE _j_ghost_gho LIKE j_ghost", "ALTER TABLE _j_ghost_gho ADD COLUMN x INT NOT NULL DEFAULT 5",
+        "INSERT INTO _j_ghost_gho (id, v, s, w) SELECT id, v, s, w FROM j_ghost",
+        "RENAME TABLE j_ghost TO _j_ghost_del, _j_ghost_gho TO j_ghost", "DROP TABLE _j_ghost_del"], "reset"),
+}
+WRITTEN = ["a_add", "b_default", "c_drop", "d_rename", "e_widen", "f_type", "g_index", "h_trunc", "k_chain"]
+
+
+def _make(root: Any, tables: list[str], rows: int = ROWS) -> None:
+    cur = root.cursor()
+    for t in tables:
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20), w INT)")
+        cur.executemany(f"INSERT INTO {t} VALUES (%s, %s, %s, %s)", [(k, k, f"s{k}", k * 10) for k in range(rows)])
+    cur.close()
+
+
+class KeyWriters:
+    """A thread writing the columns every change keeps (id, v) of some tables: updates, deletes, inserts."""
+
+    def __init__(self, info: ServerInfo, db: str, tables: list[str], seed: int) -> None:
+        self.conn = info.connect(root=True, database=db)
+        self.conn.autocommit(True)
+        self.tables, self.rng = tables, random.Random(seed)
+        self.stop_event, self.error, self.ops = threading.Event(), None, 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> KeyWriters:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop_event.set()
+        self.thread.join(60)
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        cur = self.conn.cursor()
+        try:
+            while not self.stop_event.is_set():
+                t, k, op = self.rng.choice(self.tables), self.rng.randrange(0, ROWS + 100), self.rng.random()
+                if op < 0.5:
+                    cur.execute(f"UPDATE {t} SET v = v + 1 WHERE id = %s", (k,))
+                elif op < 0.7:
+                    cur.execute(f"DELETE FROM {t} WHERE id = %s", (k,))
+                else:
+                    cur.execute(f"INSERT INTO {t} (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1", (k, k))
+                self.ops += 1
+                self.stop_event.wait(0.004)
+        except BaseException as e:  # raised by __exit__
+            self.error = e
+        finally:
+            cur.close()
+
+
+def _source(info: ServerInfo, db: str, table: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    conn = info.connect(root=True, database=db)
+    cur = conn.cursor()
+    cur.execute(f"SELECT * FROM {table} ORDER BY id")
+    names = [d[0] for d in cur.description]
+    rows = [tuple(r) for r in cur.fetchall()]
+    conn.close()
+    return names, rows
+
+
+def _mirror(to: str, db: str, table: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    data = deltalake.DeltaTable(table_path(to, TableId(db, table))).to_pyarrow_table()
+    rows = sorted(zip(*(data.column(c).to_pylist() for c in data.column_names)), key=lambda r: r[0])
+    return list(data.column_names), [tuple(r) for r in rows]
+
+
+def _check(info: ServerInfo, db: str, to: str, table: str) -> None:
+    source, mirror = _source(info, db, table), _mirror(to, db, table)
+    assert mirror[0] == source[0], f"{table}: mirror columns {mirror[0]} != source columns {source[0]}"
+    if mirror[1] != source[1]:
+        lost, extra = set(source[1]) - set(mirror[1]), set(mirror[1]) - set(source[1])
+        raise AssertionError(f"{table}: mirror != source: missing {sorted(lost)[:4]} ({len(lost)}), extra "
+                             f"{sorted(extra)[:4]} ({len(extra)})")
+
+
+def _actions(state: str, db: str, table: str) -> list[str]:
+    return [e["action"] for e in StateStore(state).history(TableId(db, table))]
+
+
+def _sync(spark: Any, args: dict[str, Any]) -> None:
+    q = mysql_cdc.sync(spark, once=True, **args)
+    assert q.awaitTermination(600), "the availableNow sync did not end"
+    assert q.exception() is None, q.exception()
+
+
+def test_every_kind_of_ddl_in_the_binlog_phase_is_followed_under_writers(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    _make(root, list(CHANGES))
+    to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.][a-k]_.*", source="src",
+                profiles={"src": profile_url(profile)}, chunk_size=100)
+    _sync(classic_spark, args)
+    assert _checkpoint_state(ck)[1] == "binlog"
+    with KeyWriters(info, db, WRITTEN, seed=31) as w:
+        q = mysql_cdc.sync(classic_spark, trigger_seconds=0.3, **args)
+        cur = root.cursor()
+        for t, (statements, _) in CHANGES.items():
+            for sql in statements:
+                cur.execute(sql)
+            # rows written after the change, with its new columns
+            if t == "a_add":
+                cur.execute("INSERT INTO a_add (id, v, n) VALUES (1001, 1, 5), (1002, 2, NULL)")
+            if t == "d_rename":
+                cur.execute("UPDATE d_rename SET s2 = 'renamed' WHERE id < 5")
+            if t == "f_type":
+                cur.execute("INSERT INTO f_type (id, v, w) VALUES (1001, 1, 'text')")
+        wait_until(lambda: w.ops > 300 or not q.isActive, 120, "writes after the changes")
+        assert q.isActive, q.exception()
+        q.stop()
+    _sync(classic_spark, args)
+    for t in [*CHANGES, "i_moved"]:
+        if t != "i_move":
+            _check(info, db, to, t)
+    # a table renamed away leaves the capture: its mirror is emptied (the rows live on under the new name)
+    assert _mirror(to, db, "i_move")[1] == []
+    for t, (_, kind) in CHANGES.items():
+        actions = _actions(state, db, t)
+        assert actions[0] == "snapshot" and kind in actions, f"{t}: history {actions}, expected {kind!r}"
+        if kind != "reset":  # followed in place: never snapshotted again
+            assert "reset" not in actions and actions.count("snapshot") == 1, f"{t}: {actions}"
+    # the schema history decodes each point with the columns it had: a_add before and after its ADD COLUMN
+    history = StateStore(state).history(TableId(db, "a_add"))
+    evolved = next(e for e in history if e["action"] == "evolve")
+    before = schema_at(history, evolved["at"]["file"], evolved["at"]["pos"] - 1)
+    assert before is not None and [c["name"] for c in before["schema"]["columns"]] == ["id", "v", "s", "w"]
+    after = schema_at(history, evolved["at"]["file"], evolved["at"]["pos"])
+    assert after is not None and [c["name"] for c in after["schema"]["columns"]] == ["id", "v", "s", "w", "n"]
+
+
+@pytest.mark.parametrize("server", ["mariadb"], indirect=True)
+def test_schema_changes_stop_stops_at_the_first_ddl_with_a_clear_error(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    _make(root, ["a_add"], 50)
+    to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]a_add", source="src",
+                profiles={"src": profile_url(profile)}, schema_changes="stop")
+    _sync(classic_spark, args)
+    root.cursor().execute("ALTER TABLE a_add ADD COLUMN n INT")
+    q = mysql_cdc.sync(classic_spark, once=True, **args)
+    with pytest.raises(Exception, match=r"SchemaChangedError: table .*a_add.* changed at .*option schema_changes is "
+                                        r"stop"):
+        q.awaitTermination(300)
+    assert _actions(state, db, "a_add") == []  # no history is kept in stop mode
+    with pytest.raises(ConfigError, match="bad schema_changes 'sometimes'; expected one of follow, stop"):
+        mysql_cdc.sync(classic_spark, once=True, **{**args, "schema_changes": "sometimes"})
+
+
+def test_ddl_while_the_snapshot_is_read_snapshots_that_table_again(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """ALTERs land between two snapshot batches: chunks read before them hold rows of the old shape, chunks read
+    after of the new (a dropped column makes their SELECT fail). Each changed table is snapshotted again from
+    the statement on; the untouched table is not."""
+    tables = ["sa_add", "sb_drop", "sc_rename", "sd_same"]
+    _make(root, tables, 1000)
+    to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]s[a-d]_.*", source="src",
+                profiles={"src": profile_url(profile)}, chunk_size=50, max_chunks_per_batch=3)
+    done: list[int] = []
+
+    def alter_once(stats: Any) -> None:
+        if not done:
+            done.append(stats.batch_id)
+            cur = info.connect(root=True, database=db).cursor()
+            cur.execute("ALTER TABLE sa_add ADD COLUMN n INT")
+            cur.execute("ALTER TABLE sb_drop DROP COLUMN s")
+            cur.execute("ALTER TABLE sc_rename RENAME COLUMN s TO s2")
+            cur.execute("UPDATE sc_rename SET s2 = 'after' WHERE id % 7 = 0")
+
+    with KeyWriters(info, db, tables, seed=32):
+        q = mysql_cdc.sync(classic_spark, once=True, on_batch=alter_once, **args)
+        assert q.awaitTermination(600), "the availableNow sync did not end"
+        assert q.exception() is None, q.exception()
+    assert done, "no batch ran"
+    _sync(classic_spark, args)
+    for t in tables:
+        _check(info, db, to, t)
+    for t in tables[:3]:
+        assert "reset" in _actions(state, db, t), f"{t}: {_actions(state, db, t)}"
+    assert _actions(state, db, "sd_same") == ["snapshot"]
+
+
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the session's kind matters here, not the server's
+def test_schema_changes_are_followed_over_spark_connect(
+        request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
+        tmp_path: Any) -> None:
+    """The same following from a Spark Connect client: the stream's driver side and the batch function run in
+    the server, which records the schemas and moves the Delta tables to them."""
+    from tests.test_streaming import _session
+
+    tables = ["a_add", "d_rename", "h_trunc", "f_type"]
+    _make(root, tables, 100)
+    spark, remote = _session("connect", request)
+    to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]({'|'.join(tables)})", source="src",
+                profiles={"src": profile_url(profile)}, chunk_size=40)
+    try:
+        _sync(spark, args)
+        cur = root.cursor()
+        for t in tables:
+            for sql in CHANGES[t][0]:
+                cur.execute(sql)
+        cur.execute("INSERT INTO a_add (id, v, n) VALUES (1001, 1, 5)")
+        cur.execute("INSERT INTO h_trunc (id, v) VALUES (7, 7)")
+        _sync(spark, args)
+        for t in tables:
+            _check(info, db, to, t)
+            assert CHANGES[t][1] in _actions(state, db, t), (t, _actions(state, db, t))
+    finally:
+        if remote is not None:
+            remote.stop()
+
+
+@pytest.mark.parametrize("server", ["mariadb"], indirect=True)
+def test_split_decodes_each_row_with_the_schema_it_was_written_with(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """The envelope stream across an ADD COLUMN, a RENAME COLUMN and a TRUNCATE: split types every row with the
+    table's latest columns (the renamed column's values carried over, the new column NULL in older rows), and
+    the stream says the truncate with a T row."""
+    from tests.stream_job import start as start_stream
+
+    _make(root, ["a_add", "h_trunc"], 20)
+    state, ck, out = str(tmp_path / "state"), str(tmp_path / "ck"), str(tmp_path / "out")
+
+    def run() -> None:
+        q = start_stream(classic_spark, profile_url(profile), f"tables={db}[.](a_add|h_trunc)", state, ck, out,
+                         "availableNow", max_chunks=4)
+        assert q.awaitTermination(300) and q.exception() is None, q.exception()
+
+    run()
+    cur = root.cursor()
+    cur.execute("UPDATE a_add SET v = -1 WHERE id = 1")
+    cur.execute("ALTER TABLE a_add ADD COLUMN n INT")
+    cur.execute("UPDATE a_add SET v = -2, n = 42 WHERE id = 2")
+    cur.execute("ALTER TABLE a_add RENAME COLUMN s TO s2")
+    cur.execute("UPDATE a_add SET v = -3, s2 = 'x' WHERE id = 3")
+    cur.execute("TRUNCATE TABLE h_trunc")
+    cur.execute("INSERT INTO h_trunc (id, v) VALUES (5, 5)")
+    run()
+    envelope = classic_spark.read.parquet(out)
+    frames = mysql_cdc.split(envelope, state)
+    a = frames[f"{db}.a_add"]
+    assert a.columns[:5] == ["id", "v", "s2", "w", "n"]
+    changes = sorted((r["id"], r["v"], r["s2"], r["n"]) for r in a.where("__op = '+U'").collect())
+    assert changes == [(1, -1, "s1", None), (2, -2, "s2", 42), (3, -3, "x", None)], changes
+    assert a.where("__op = 'r'").count() == 20
+    resets = [(r["__table"], r["_change_type"]) for r in envelope.where("__op = 'T'").collect()]
+    assert resets == [("h_trunc", "truncate")], resets
+    h = frames[f"{db}.h_trunc"]
+    assert sorted(r["id"] for r in h.where("__op = 'r'").collect()) == sorted([*range(20), 5])  # again after T

@@ -1,0 +1,322 @@
+"""Schema changes followed: what a DDL statement did to a captured table, judged from the table's schema before
+and after it, and how a mirror's rows follow it.
+
+A change is followed *in place* (the stream goes on with the new columns, nothing is read again) only when no
+row's stored values changed under it, so that the binlog, which logs no row for an ALTER, still describes
+every row:
+
+- columns added that are NULL for every existing row (nullable, ``DEFAULT NULL``, not generated);
+- columns dropped (not of the primary key);
+- columns renamed (``RENAME COLUMN a TO b``, ``CHANGE a b ...``) with their definition kept;
+- columns widened without touching a value: a longer CHAR/VARCHAR/VARBINARY or larger TEXT/BLOB, a wider
+  integer of the same signedness, DECIMAL with at least the integer digits and scale it had, a finer fractional
+  second, ENUM/SET members appended;
+- columns moved (``AFTER``/``FIRST``), and anything that leaves every column as it was (indexes, comments,
+  table options, a default for new rows).
+
+Anything else (a default filled into existing rows, a narrower or other type, a changed primary key, a new
+generated column, TRUNCATE) rewrote stored values that the binlog does not show: the table is snapshotted
+again (*reset*) from the statement on. The rule is :func:`judge`; :func:`evolve_rows` moves a mirror's rows to
+the new columns.
+
+Pure: no driver, no pyspark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+from mysql_cdc.schema import ColumnInfo, TableSchema
+
+SAME, EVOLVE, RESET = "same", "evolve", "reset"
+
+_IDENT = r"(`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
+_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+{_IDENT}\s+TO\s+{_IDENT}", re.IGNORECASE)
+_CHANGE_COLUMN = re.compile(rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_IDENT}\s+{_IDENT}", re.IGNORECASE)
+_INT_ORDER = ("tinyint", "smallint", "mediumint", "int", "bigint")
+_TEXT_ORDER = ("tinytext", "text", "mediumtext", "longtext")
+_BLOB_ORDER = ("tinyblob", "blob", "mediumblob", "longblob")
+_TEMPORAL = ("datetime", "timestamp", "time")
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def renamed_columns(statements: str | Sequence[str]) -> dict[str, str]:
+    """Columns ALTER statements rename, new name to old name (over several statements: latest name to the
+    name before the first).
+
+    >>> renamed_columns("ALTER TABLE t RENAME COLUMN `a b` TO c, CHANGE COLUMN d e INT NOT NULL")
+    {'c': 'a b', 'e': 'd'}
+    >>> renamed_columns(["ALTER TABLE t RENAME COLUMN a TO b", "ALTER TABLE t RENAME COLUMN b TO c"])
+    {'c': 'a'}
+    """
+    out: dict[str, str] = {}
+    for statement in [statements] if isinstance(statements, str) else statements:
+        for m in (*_RENAME_COLUMN.finditer(statement), *_CHANGE_COLUMN.finditer(statement)):
+            old, new = _unquote(m.group(1)), _unquote(m.group(2))
+            if old != new:
+                out[new] = out.pop(old, old)
+    return {n: o for n, o in out.items() if n != o}
+
+
+def _top_level_parts(text: str) -> list[str]:
+    """``text`` split at the commas outside parentheses, quotes and backticks."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+_ALTER_HEAD = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_IDENT}(?:\s*\.\s*{_IDENT})?\s+(.*)$",
+                         re.IGNORECASE | re.DOTALL)
+_PLAIN_CLAUSES = (
+    re.compile(r"^(?:ADD|DROP|RENAME)\s+(?:INDEX|KEY)\b|^ADD\s+(?:UNIQUE|FULLTEXT|SPATIAL)\b|^(?:ALGORITHM|LOCK)\b",
+               re.IGNORECASE),
+    re.compile(rf"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_IDENT}$", re.IGNORECASE),
+    re.compile(rf"^RENAME\s+COLUMN\s+{_IDENT}\s+TO\s+{_IDENT}$", re.IGNORECASE),
+)
+_ADD_COLUMN = re.compile(rf"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(?!(?:INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|"
+                         rf"PRIMARY|CONSTRAINT|FOREIGN|CHECK|PARTITION)\b){_IDENT}\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_FILLING = re.compile(r"\b(?:DEFAULT(?!\s+NULL\b)|NOT\s+NULL|AS|GENERATED|AUTO_INCREMENT|PRIMARY|SERIAL)\b",
+                      re.IGNORECASE)
+
+
+def plainly_kept(statement: str) -> bool:
+    """Whether a statement, read alone, leaves every stored value as it was: CREATE/DROP INDEX, or ALTER TABLE
+    with clauses each of which adds a nullable column without a default, drops or renames a column, or adds,
+    drops or renames an index. Used where the schema between two statements cannot be read from the server.
+
+    >>> plainly_kept("ALTER TABLE t ADD COLUMN n INT, ADD INDEX i (n), RENAME COLUMN a TO b, DROP COLUMN c")
+    True
+    >>> [plainly_kept(q) for q in ("ALTER TABLE t ADD d INT DEFAULT 7", "ALTER TABLE t MODIFY w VARCHAR(5)",
+    ...                            "ALTER TABLE t ADD n INT NULL DEFAULT NULL", "CREATE INDEX i ON t (a, b)")]
+    [False, False, True, True]
+    """
+    if re.match(r"^\s*(?:CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?|DROP\s+)INDEX\b", statement, re.IGNORECASE):
+        return True
+    m = _ALTER_HEAD.match(statement)
+    if m is None:
+        return False
+    for clause in _top_level_parts(m.group(m.lastindex or 0)):
+        if any(p.match(clause) for p in _PLAIN_CLAUSES):
+            continue
+        add = _ADD_COLUMN.match(clause)
+        if add is None or _FILLING.search(re.sub(r"'(?:[^']|'')*'", "''", add.group(add.lastindex or 0))):
+            return False
+    return True
+
+
+_ADD_PLACE = re.compile(rf"\b(?:(FIRST)|AFTER\s+{_IDENT})\s*$", re.IGNORECASE)
+
+
+def apply_plain(old: TableSchema, statement: str, now: TableSchema, renamed_after: Mapping[str, str]
+                ) -> TableSchema | None:
+    """The table's columns just after a :func:`plainly_kept` ALTER statement, from those before it (``old``)
+    and today's (``now``, reached from there by later statements that rename ``renamed_after``: today's name to
+    the name just after this statement): each clause applied in turn, an added column defined as today (under
+    its later name). ``None`` when an added column is gone today (its definition is not known).
+
+    >>> from mysql_cdc.chunks import TableId
+    >>> c = lambda n, t="int": ColumnInfo(n, t, t, True)
+    >>> old = TableSchema(TableId("d", "t"), (ColumnInfo("id", "int", "int", False), c("a"), c("b")), ("id",), ("id",))
+    >>> now = TableSchema(old.table, (*old.columns[:1], c("z"), c("x", "bigint")), ("id",), ("id",))
+    >>> mid = apply_plain(old, "ALTER TABLE t ADD x BIGINT AFTER id, DROP b, RENAME COLUMN a TO y", now, {"z": "y"})
+    >>> [(col.name, col.data_type) for col in mid.columns]
+    [('id', 'int'), ('x', 'bigint'), ('y', 'int')]
+    """
+    m = _ALTER_HEAD.match(statement)
+    if m is None:  # CREATE/DROP INDEX
+        return old
+    cols = list(old.columns)
+    later = {v: k for k, v in renamed_after.items()}  # name just after this statement -> today's name
+    key, chunk = list(old.primary_key), list(old.chunk_key)
+    for clause in _top_level_parts(m.group(m.lastindex or 0)):
+        add = _ADD_COLUMN.match(clause)
+        ren = re.match(rf"^RENAME\s+COLUMN\s+{_IDENT}\s+TO\s+{_IDENT}$", clause, re.IGNORECASE)
+        drop = re.match(rf"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_IDENT}$", clause, re.IGNORECASE)
+        if add is not None:
+            name = _unquote(add.group(1))
+            today = {col.name: col for col in now.columns}.get(later.get(name, name))
+            if today is None:
+                return None
+            col = replace(today, name=name)
+            place = _ADD_PLACE.search(add.group(2))
+            names = [x.name for x in cols]
+            if place is not None and place.group(1):
+                cols.insert(0, col)
+            elif place is not None and _unquote(place.group(2)) in names:
+                cols.insert(names.index(_unquote(place.group(2))) + 1, col)
+            else:
+                cols.append(col)
+        elif ren is not None:
+            a, b = _unquote(ren.group(1)), _unquote(ren.group(2))
+            cols = [replace(x, name=b) if x.name == a else x for x in cols]
+            key, chunk = [b if k == a else k for k in key], [b if k == a else k for k in chunk]
+        elif drop is not None and not re.match(r"^DROP\s+(?:INDEX|KEY)\b", clause, re.IGNORECASE):
+            cols = [x for x in cols if x.name != _unquote(drop.group(1))]
+    return TableSchema(old.table, tuple(cols), tuple(key), tuple(chunk))
+
+
+def _length(col: ColumnInfo) -> int | None:
+    m = re.match(r"\w+\((\d+)\)", col.column_type)
+    return int(m.group(1)) if m else None
+
+
+def _members(col: ColumnInfo) -> list[str]:
+    return re.findall(r"'((?:[^']|'')*)'", col.column_type)
+
+
+def widened(old: ColumnInfo, new: ColumnInfo) -> bool:
+    """Whether ``new`` holds every value of ``old`` unchanged (same name or not): equal definitions, or a wider
+    type of the same kind, as the module docstring lists.
+
+    >>> c = ColumnInfo("v", "varchar", "varchar(10)", True, "utf8mb4", "utf8mb4_general_ci")
+    >>> widened(c, replace(c, column_type="varchar(50)")), widened(c, replace(c, column_type="varchar(5)"))
+    (True, False)
+    >>> i = ColumnInfo("n", "int", "int", True)
+    >>> widened(i, replace(i, data_type="bigint", column_type="bigint")), widened(i, replace(i, nullable=False))
+    (True, False)
+    """
+    if replace(new, name=old.name) == old:
+        return True
+    if (old.nullable and not new.nullable) or old.generated or new.generated:
+        return False  # NULLs would have become defaults; generated values follow their expression
+    if old.data_type in _INT_ORDER and new.data_type in _INT_ORDER:
+        return (old.unsigned == new.unsigned and _INT_ORDER.index(new.data_type) >= _INT_ORDER.index(old.data_type)
+                and not old.column_type.lower().startswith("tinyint(1)"))
+    if old.charset != new.charset:
+        return False  # a conversion between character sets can change or lose characters
+    if old.data_type == new.data_type and old.data_type in ("varchar", "char", "varbinary"):
+        return (_length(new) or 0) >= (_length(old) or 0)
+    for order in (_TEXT_ORDER, _BLOB_ORDER):
+        if old.data_type in order and new.data_type in order:
+            return order.index(new.data_type) >= order.index(old.data_type)
+    if old.data_type == "varchar" and new.data_type in _TEXT_ORDER:
+        return True
+    if old.data_type == new.data_type == "decimal":
+        p0, s0, p1, s1 = (old.numeric_precision or 10, old.numeric_scale or 0, new.numeric_precision or 10,
+                          new.numeric_scale or 0)
+        return s1 >= s0 and p1 - s1 >= p0 - s0 and old.unsigned == new.unsigned
+    if old.data_type == new.data_type and old.data_type in _TEMPORAL:
+        return (new.datetime_precision or 0) >= (old.datetime_precision or 0)
+    if old.data_type == new.data_type and old.data_type in ("enum", "set"):
+        a, b = _members(old), _members(new)
+        return b[:len(a)] == a
+    return False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a DDL statement did to a table: ``same`` (nothing a row shows), ``evolve`` (followed in place;
+    ``renamed``: new column name to old), or ``reset`` (snapshot the table again; ``why`` says what forced it)."""
+
+    kind: str
+    why: str = ""
+    renamed: Mapping[str, str] = field(default_factory=dict)
+
+
+def judge(old: TableSchema, new: TableSchema, statement: str | Sequence[str], null_default: Mapping[str, bool]
+          ) -> Verdict:
+    """The rule: how a change from ``old`` to ``new`` by ``statement`` (or by statements one after another, each
+    :func:`plainly_kept`) is followed. ``null_default`` says, for
+    each column of ``new``, whether it is NULL in every row the statement did not write (nullable, default
+    NULL, not generated).
+
+    >>> from mysql_cdc.chunks import TableId
+    >>> id_ = ColumnInfo("id", "int", "int", False)
+    >>> v = ColumnInfo("v", "varchar", "varchar(10)", True, "utf8mb4", "utf8mb4_bin")
+    >>> old = TableSchema(TableId("d", "t"), (id_, v), ("id",), ("id",))
+    >>> added = TableSchema(old.table, (id_, v, ColumnInfo("w", "int", "int", True)), ("id",), ("id",))
+    >>> judge(old, added, "ALTER TABLE t ADD w INT", {"id": False, "v": True, "w": True}).kind
+    'evolve'
+    >>> judge(old, added, "ALTER TABLE t ADD w INT DEFAULT 0", {"id": False, "v": True, "w": False}).why
+    "column 'w' was added with a value in existing rows (a default or a generated value)"
+    >>> moved = TableSchema(old.table, (id_, replace(v, name="x")), ("id",), ("id",))
+    >>> judge(old, moved, "ALTER TABLE t RENAME COLUMN v TO x", {}).renamed
+    {'x': 'v'}
+    >>> judge(old, old, "CREATE INDEX i ON t (v)", {}).kind
+    'same'
+    """
+    if old == new:
+        return Verdict(SAME)
+    if old.primary_key != new.primary_key and not (
+            set(renamed_columns(statement).values()) & set(old.primary_key)):
+        return Verdict(RESET, f"the primary key changed from {list(old.primary_key)!r} to {list(new.primary_key)!r}")
+    renamed = {n: o for n, o in renamed_columns(statement).items()
+               if n in new.column_names and o in old.column_names and n not in old.column_names}
+    was = {c.name: c for c in old.columns}
+    for c in new.columns:
+        source = renamed.get(c.name, c.name)
+        if source in was and (c.name in renamed or source not in renamed.values()):
+            if not widened(was[source], c):
+                return Verdict(RESET, f"column {c.name!r} changed from {was[source].column_type!r} to "
+                                      f"{c.column_type!r}, which can change stored values")
+        elif not null_default.get(c.name, False):
+            return Verdict(RESET, f"column {c.name!r} was added with a value in existing rows (a default or a "
+                                  "generated value)")
+    if tuple(renamed.get(k, k) for k in new.primary_key) != old.primary_key:
+        return Verdict(RESET, f"the primary key changed from {list(old.primary_key)!r} to {list(new.primary_key)!r}")
+    if new.chunk_key != tuple(renamed.get(k, k) for k in old.chunk_key) and \
+            tuple(renamed.get(k, k) for k in new.chunk_key) != old.chunk_key:
+        return Verdict(RESET, f"the chunk key changed from {list(old.chunk_key)!r} to {list(new.chunk_key)!r}")
+    return Verdict(EVOLVE, renamed=renamed)
+
+
+def evolve_rows(rows: pa.Table, want: pa.Schema, renamed: Mapping[str, str]) -> pa.Table:
+    """A mirror's rows moved to the columns ``want``: each column from the one of its name (or the name it was
+    renamed from), cast to its new type (a widening, exact), or NULL where it is new; dropped columns go.
+
+    >>> rows = pa.table({"id": pa.array([1, 2], pa.int32()), "v": ["a", "b"], "gone": [0, 0]})
+    >>> want = pa.schema([("id", pa.int64()), ("x", pa.string()), ("w", pa.int32())])
+    >>> evolve_rows(rows, want, {"x": "v"}).to_pylist()
+    [{'id': 1, 'x': 'a', 'w': None}, {'id': 2, 'x': 'b', 'w': None}]
+    """
+    cols = []
+    for f in want:
+        src = renamed.get(f.name, f.name)
+        if src in rows.column_names:
+            cols.append(rows.column(src).cast(f.type))
+        else:
+            cols.append(pa.nulls(rows.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=want)
+
+
+def renames_since(history: Sequence[Mapping[str, Any]], start: int) -> dict[str, str]:
+    """The columns renamed after schema history entry ``start``: latest name to the name at ``start`` (each
+    later ``evolve`` entry's ``renamed``, new name to old, composed in order).
+
+    >>> h = [{"action": "snapshot", "renamed": {}}, {"action": "evolve", "renamed": {"c": "b"}},
+    ...      {"action": "same", "renamed": {}}, {"action": "evolve", "renamed": {"d": "c"}}]
+    >>> renames_since(h, 0), renames_since(h, 1), renames_since(h, 3)
+    ({'d': 'b'}, {'d': 'c'}, {})
+    """
+    now: dict[str, str] = {}  # a renamed column's latest name -> its name at start
+    for e in history[start + 1:]:
+        if e["action"] != "evolve":
+            continue
+        for new, old in (e.get("renamed") or {}).items():
+            now[new] = now.pop(old, old)
+    return {n: src for n, src in now.items() if n != src}
+
