@@ -74,9 +74,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("max_rows_per_batch", int, 0,
                "streaming: binlog change rows per micro-batch (rounded up to whole transactions); 0: no limit"),
     OptionSpec("schema_changes", str, "follow",
-               "captures of tables (streams, sync): follow (a DDL on a captured table is followed: the stream goes "
-               "on with the new columns, or snapshots that table again where the change cannot be applied in "
-               "place) or stop (the stream stops at the DDL); a single table's output stops at a DDL either way"),
+               "follow: a DDL statement on a captured table is followed, in place where no stored value changed, "
+               "else by snapshotting that table again (a stream of one table stops once to be restarted with new "
+               "columns, or for good where it would need a new snapshot); stop: every such statement stops the "
+               "stream (see Schema changes)"),
     OptionSpec("allow_unlogged_cascades", bool, False,
                "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),
@@ -159,8 +160,9 @@ class CdcOptions:
 
     @property
     def follows_ddl(self) -> bool:
-        """Whether a capture of many tables follows DDL on its tables (``schema_changes`` follow) instead of
-        stopping; a single table's typed output always stops (a Spark stream keeps its schema)."""
+        """Whether a capture of many tables follows DDL on its tables (``schema_changes`` follow), snapshotting a
+        table again where needed; a single table's stream follows only by a restart (a Spark stream keeps its
+        schema) and never snapshots again."""
         return self.tables is not None and self.schema_changes == "follow"
 
     @property

@@ -199,10 +199,10 @@ def test_ddl_while_the_snapshot_is_read_snapshots_that_table_again(
     """ALTERs land between two snapshot batches: chunks read before them hold rows of the old shape, chunks read
     after of the new (a dropped column makes their SELECT fail). Each changed table is snapshotted again from
     the statement on; the untouched table is not."""
-    tables = ["sa_add", "sb_drop", "sc_rename", "sd_same"]
+    tables = ["sa_add", "sb_drop", "sc_rename", "sd_same", "se_trunc", "sf_index", "sg_modify", "sh_move"]
     _make(root, tables, 1000)
     to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
-    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]s[a-d]_.*", source="src",
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]s[a-h]_.*", source="src",
                 profiles={"src": profile_url(profile)}, chunk_size=50, max_chunks_per_batch=3)
     done: list[int] = []
 
@@ -214,18 +214,25 @@ def test_ddl_while_the_snapshot_is_read_snapshots_that_table_again(
             cur.execute("ALTER TABLE sb_drop DROP COLUMN s")
             cur.execute("ALTER TABLE sc_rename RENAME COLUMN s TO s2")
             cur.execute("UPDATE sc_rename SET s2 = 'after' WHERE id % 7 = 0")
+            cur.execute("TRUNCATE TABLE se_trunc")
+            cur.execute("INSERT INTO se_trunc (id, v) VALUES (3, 3)")
+            cur.execute("CREATE INDEX sf_v ON sf_index (v)")
+            cur.execute("ALTER TABLE sg_modify MODIFY w BIGINT")
+            cur.execute("RENAME TABLE sh_move TO sh_moved")
 
-    with KeyWriters(info, db, tables, seed=32):
+    with KeyWriters(info, db, tables[:6], seed=32):
         q = mysql_cdc.sync(classic_spark, once=True, on_batch=alter_once, **args)
         assert q.awaitTermination(600), "the availableNow sync did not end"
         assert q.exception() is None, q.exception()
     assert done, "no batch ran"
     _sync(classic_spark, args)
-    for t in tables:
+    for t in [*tables[:-1], "sh_moved"]:
         _check(info, db, to, t)
-    for t in tables[:3]:
+    assert _mirror(to, db, "sh_move")[1] == []
+    for t in ["sa_add", "sb_drop", "sc_rename", "se_trunc", "sg_modify", "sh_move"]:
         assert "reset" in _actions(state, db, t), f"{t}: {_actions(state, db, t)}"
     assert _actions(state, db, "sd_same") == ["snapshot"]
+    assert "reset" not in _actions(state, db, "sf_index"), _actions(state, db, "sf_index")  # an index: nothing
 
 
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the session's kind matters here, not the server's

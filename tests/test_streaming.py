@@ -316,7 +316,8 @@ def test_cli_every_option_has_help() -> None:
     assert set(sub.choices) == {"plan", "snapshot", "follow", "status", "sync"}
 
 
-@pytest.mark.parametrize("session", ["classic", "connect"])
+# each session on one server (the stop is the driver's, the same on both): the CI's time goes to the servers
+@pytest.mark.parametrize(("session", "server"), [("classic", "mysql"), ("connect", "mariadb")], indirect=["server"])
 @pytest.mark.parametrize("max_rows", [0, 2])
 def test_changes_just_before_a_ddl_are_delivered_before_the_stream_stops(
         session: str, max_rows: int, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile,
@@ -364,7 +365,7 @@ def test_changes_just_before_a_ddl_are_delivered_before_the_stream_stops(
             remote.stop()
 
 
-@pytest.mark.parametrize("session", ["classic", "connect"])
+@pytest.mark.parametrize(("session", "server"), [("classic", "mariadb"), ("connect", "mysql")], indirect=["server"])
 def test_a_single_table_stream_follows_a_ddl_by_a_restart_without_a_new_snapshot(
         session: str, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str,
         root: Any, tmp_path: Any) -> None:

@@ -397,6 +397,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(tables), {})
         out: dict[TableId, str] = {}
         for ch in phase.statements(ReadFrom(since), begin.offset):
+            if index_only(ch.statement):
+                continue
             out.setdefault(ch.table, f"changed at {ch.file}:{ch.pos} by {ch.statement[:200]!r} while its snapshot "
                                      "was read")
         return out
@@ -420,6 +422,9 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             kind = replacing_statement(statement, ch.database)
             rule = rules.get(t)
+            if index_only(statement):  # no column, no stored value changes (also while chunks are read)
+                self._history(t, at, SAME, statement=statement)
+                continue
             if kind is not None:
                 resets[t] = f"{kind} {where}"
                 continue
