@@ -408,6 +408,17 @@ def test_a_single_table_stream_follows_a_ddl_by_a_restart_without_a_new_snapshot
                 failure, failure
         data = spark.read.option("mergeSchema", "true").parquet(out)
         assert data.where("__op = 'r'").count() == 200  # read once: no snapshot again
+        if session == "classic":  # a column dropped while the snapshot is read: a clear stop, not an SQL error
+            cur.execute("CREATE TABLE u (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(10))")
+            insert_rows(root, "u", ["id", "v", "s"], [(k, k, "x") for k in range(1, 401)])
+            ck2 = str(tmp_path / "ck2")
+            q = start_stream(spark, profile_url(profile), f"{db}.u", str(tmp_path / "state2"), ck2,
+                             str(tmp_path / "out2"), "processing", max_chunks=1, chunk_size=20)
+            wait_until(lambda: _checkpoint_state(ck2)[0] >= 1 or not q.isActive, 120, "a first batch")
+            cur.execute("ALTER TABLE u DROP COLUMN s")
+            with pytest.raises(Exception, match="changed while its snapshot was read"):
+                q.awaitTermination(120)
+                raise AssertionError(f"the stream went on: {q.isActive}")
         rows = sorted(tuple(r) for r in data.where("__op = '+U'").select("id", "v", "s", "c").collect())
         assert rows == [(1, -1, "s1", None), (2, 2, "longer than ten", None), (3, -3, "s3", 30)], rows
     finally:

@@ -558,7 +558,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(partition, ChunkPartition):
             schemas = self._schemas_of(sorted({c.table for c in partition.chunks}, key=str))
             readers = Readers(self.profile, schemas, self.facts, self.opts)
-            failed = self._changed_chunk if self.many and self.opts.follows_ddl else None
+            failed = self._changed_chunk if self.opts.schema_changes == "follow" else None
             yield from read_chunks(readers, partition.chunks, self.opts, Output(schemas, self.opts), failed)
             return
         assert isinstance(partition, BinlogPartition)
@@ -577,11 +577,17 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """A chunk whose read failed because a DDL statement changed its table while the snapshot was read (a
         column or the table is gone): recorded with no rows at the binlog's end now, since the statement makes
         the stream snapshot the table again (it lies after the table's recorded schema: see
-        :meth:`_changed_in_snapshot` and :meth:`_follow`). Any other failure is raised."""
+        :meth:`_changed_in_snapshot` and :meth:`_follow`). A single table's stream stops there with
+        :class:`SchemaChangedError` instead. Any other failure is raised."""
         recorded = self._recorded_schema(chunk.table)
         now = describe_now(self.profile, self.opts, chunk.table)
         if now is not None and now[0] == recorded:
             raise error
+        if not self.many:  # a single table's stream cannot snapshot it again
+            raise SchemaChangedError(
+                f"table {str(chunk.table)!r} changed while its snapshot was read (chunk {chunk.id!r}: {error}); a "
+                "stream of one table cannot snapshot it again: take a new snapshot (new state_dir and checkpoint), "
+                "or capture the table with option tables, which does") from error
         log.warning("mysql_cdc: chunk %s could not be read (%s): its table changed while its snapshot was read, "
                     "and is snapshotted again", chunk.id, error)
         end = SnapshotReader(self.profile, recorded, self.facts, self.opts).binlog_end_now()
