@@ -124,9 +124,11 @@ def null_defaults(conn: Any, table: TableId) -> dict[str, bool]:
     (MySQL's ``DEFAULT_GENERATED``, MariaDB's text) or a generated column is not NULL."""
     cur = conn.cursor()
     try:
+        cur.execute("SELECT VERSION()")
+        mariadb = "mariadb" in str(cur.fetchone()[0]).lower()  # MySQL shows the text default 'NULL' as NULL
         cur.execute("SELECT COLUMN_NAME, IS_NULLABLE, COLUMN_DEFAULT, EXTRA FROM information_schema.COLUMNS "
                     "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (table.database, table.table))
-        return {str(name): str(nullable).upper() == "YES" and (default is None or str(default).upper() == "NULL")
+        return {str(name): str(nullable).upper() == "YES" and (default is None or (mariadb and str(default) == "NULL"))
                 and "GENERATED" not in str(extra or "").upper()
                 for name, nullable, default, extra in cur.fetchall()}
     finally:

@@ -23,7 +23,7 @@ WIDER = {"int": "bigint", "varchar(10)": "varchar(40)"}
 NARROWER = {"bigint": "int", "varchar(40)": "varchar(10)"}
 # clause kinds: (what it does to stored values: True = rewrites some)
 KINDS = {"add_null": False, "add_default": True, "drop": False, "rename": False, "widen": False, "narrow": True,
-         "retype": True, "index": False}
+         "retype": True, "index": False, "swap": True}  # swap: pairing by name would swap values
 
 
 def _col(name: str, kind: str, nullable: bool = True) -> ColumnInfo:
@@ -61,6 +61,16 @@ def alters(draw: st.DrawFn) -> tuple[TableSchema, TableSchema, str, dict[str, bo
             touched.add(name)
             del cols[name]
             clauses.append(f"DROP COLUMN {name}")
+        elif kind == "swap":
+            if len(names) < 2:
+                continue
+            a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
+            if a == b:
+                continue
+            touched |= {a, b}
+            cols = {b if k == a else a if k == b else k: v for k, v in cols.items()}
+            clauses.append(f"RENAME COLUMN {a} TO {b}, RENAME COLUMN {b} TO {a}")
+            plain = False
         elif kind == "rename":
             name = draw(st.sampled_from(names))
             touched.add(name)

@@ -77,9 +77,11 @@ def table_of_file_name(name: str) -> TableId | None:
     return TableId(urllib.parse.unquote(db), urllib.parse.unquote(table))
 
 
-def history_key(entry: dict[str, Any]) -> tuple[tuple[str, int], int]:
-    """The binlog order of a schema history entry (its ``at``: ``{"file": ..., "pos": ...}``)."""
-    return binlog_file_key(str(entry["at"]["file"])), int(entry["at"]["pos"])
+def history_key(entry: dict[str, Any]) -> tuple[tuple[str, int], int, int]:
+    """The binlog order of a schema history entry (its ``at``: ``{"file": ..., "pos": ...}``); at one point a
+    snapshot comes after a statement's entry (the table was described after the statement)."""
+    return (binlog_file_key(str(entry["at"]["file"])), int(entry["at"]["pos"]),
+            int(entry.get("action") == "snapshot"))
 
 
 def schema_at(history: Sequence[dict[str, Any]], file: str, pos: int) -> dict[str, Any] | None:
@@ -96,7 +98,7 @@ def schema_at(history: Sequence[dict[str, Any]], file: str, pos: int) -> dict[st
     out = None
     at = (binlog_file_key(file), int(pos))
     for e in sorted(history, key=history_key):
-        if history_key(e) <= at:
+        if history_key(e)[:2] <= at:
             out = e
     return out
 
@@ -294,7 +296,8 @@ class StateStore:
         """Keep a schema history entry of ``table`` (``at``, ``action``, ``schema``, ...), replacing one at the
         same point (a point decided again after a crash, before any row of it was delivered)."""
         at = entry["at"]
-        name = f"{_safe(str(at['file']))}@{int(at['pos'])}.json"
+        # a statement's entry and a snapshot's at one point are both kept (a reset, then the table described)
+        name = f"{_safe(str(at['file']))}@{int(at['pos'])}{'@snapshot' if entry['action'] == 'snapshot' else ''}.json"
         self._write(self._path("history", table_file_name(table), name), json.dumps(entry, sort_keys=True).encode(),
                     first_wins=False)
 

@@ -103,6 +103,50 @@ _FILLING = re.compile(r"\b(?:DEFAULT(?!\s+NULL\b)|NOT\s+NULL|AS|GENERATED|AUTO_I
                       re.IGNORECASE)
 
 
+def clause_names(statement: str) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """The columns an ALTER TABLE statement adds, drops, and renames (old, new: RENAME COLUMN, CHANGE), by its
+    clauses, each naming the table's columns as they were before the statement (MySQL and MariaDB resolve every
+    clause against the table before it).
+
+    >>> clause_names("ALTER TABLE t ADD COLUMN x INT, DROP y, RENAME COLUMN a TO b, CHANGE c d INT, ADD INDEX i (x)")
+    (['x'], ['y'], [('a', 'b'), ('c', 'd')])
+    """
+    m = _ALTER_HEAD.match(statement)
+    added: list[str] = []
+    dropped: list[str] = []
+    renamed: list[tuple[str, str]] = []
+    for clause in _top_level_parts(m.group(m.lastindex or 0)) if m else []:
+        add = _ADD_COLUMN.match(clause)
+        drop = re.match(rf"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(?!(?:INDEX|KEY|PRIMARY|FOREIGN|CONSTRAINT|"
+                        rf"CHECK|PARTITION)\b){_IDENT}", clause, re.IGNORECASE)
+        ren = re.match(_RENAME_COLUMN.pattern.replace("\\b", "^", 1), clause, re.IGNORECASE) or \
+            re.match(_CHANGE_COLUMN.pattern.replace("\\b", "^", 1), clause, re.IGNORECASE)
+        if add is not None:
+            added.append(_unquote(add.group(1)))
+        elif drop is not None:
+            dropped.append(_unquote(drop.group(1)))
+        elif ren is not None:
+            renamed.append((_unquote(ren.group(1)), _unquote(ren.group(2))))
+    return added, dropped, renamed
+
+
+def reuses_names(statement: str, before: Sequence[str]) -> bool:
+    """Whether one ALTER statement gives a column a name that a column had before it (a swap by RENAME, a
+    column dropped and added again under its name, renamed onto a dropped one): pairing columns by name across
+    it would pair the wrong ones.
+
+    >>> before = ["a", "b"]
+    >>> [reuses_names(q, before) for q in ("ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a",
+    ...  "ALTER TABLE t DROP a, ADD a BIGINT", "ALTER TABLE t DROP b, RENAME COLUMN a TO b",
+    ...  "ALTER TABLE t RENAME COLUMN a TO c, ADD d INT")]
+    [True, True, True, False]
+    """
+    added, dropped, renamed = clause_names(statement)
+    gone = set(dropped) | {a for a, b in renamed if a != b}
+    new = set(added) | {b for a, b in renamed if a != b}
+    return bool(new & (gone | set(before)) - {a for a, b in renamed if a == b})
+
+
 def plainly_kept(statement: str) -> bool:
     """Whether a statement, read alone, leaves every stored value as it was: CREATE/DROP INDEX, or ALTER TABLE
     with clauses each of which adds a nullable column without a default, drops or renames a column, or adds,
@@ -117,7 +161,7 @@ def plainly_kept(statement: str) -> bool:
     if re.match(r"^\s*(?:CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?|DROP\s+)INDEX\b", statement, re.IGNORECASE):
         return True
     m = _ALTER_HEAD.match(statement)
-    if m is None:
+    if m is None or reuses_names(statement, ()):
         return False
     for clause in _top_level_parts(m.group(m.lastindex or 0)):
         if any(p.match(clause) for p in _PLAIN_CLAUSES):
@@ -159,7 +203,7 @@ def apply_plain(old: TableSchema, statement: str, now: TableSchema, renamed_afte
         if add is not None:
             name = _unquote(add.group(1))
             today = {col.name: col for col in now.columns}.get(later.get(name, name))
-            if today is None:
+            if today is None or name in [x.name for x in cols]:  # gone today, or ADD IF NOT EXISTS of one there
                 return None
             col = replace(today, name=name)
             place = _ADD_PLACE.search(add.group(2))
@@ -259,6 +303,15 @@ def judge(old: TableSchema, new: TableSchema, statement: str | Sequence[str], nu
     >>> judge(old, old, "CREATE INDEX i ON t (v)", {}).kind
     'same'
     """
+    if isinstance(statement, str) and reuses_names(statement, old.column_names):
+        return Verdict(RESET, "a column name is reused in one statement (a swap, a column dropped and added again "
+                              "under its name), so columns cannot be paired by name")
+    texts = [statement] if isinstance(statement, str) else list(statement)
+    if any(c.generated for c in (*old.columns, *new.columns)) and any(
+            re.search(r"\b(?:MODIFY|CHANGE|ALTER\s+COLUMN|AS|GENERATED)\b", q, re.IGNORECASE) for q in texts):
+        return Verdict(RESET, "a generated column may have a new expression, which rewrites its stored values")
+    if any(re.search(r"\bAUTO_INCREMENT\b(?!\s*=)", q, re.IGNORECASE) for q in texts):
+        return Verdict(RESET, "a column became AUTO_INCREMENT, which can renumber stored values")
     if old == new:
         return Verdict(SAME)
     if old.primary_key != new.primary_key and not (

@@ -55,7 +55,7 @@ def versions_of(history: list[dict[str, Any]], opts: CdcOptions) -> list[Version
     for i, e in enumerate(history):
         if e.get("schema") is not None:
             cols = TableSchema.from_dict(e["schema"]).columns
-            out.append(Version(history_key(e), table_arrow_schema(cols, opts.tinyint1_as_boolean),
+            out.append(Version(history_key(e)[:2], table_arrow_schema(cols, opts.tinyint1_as_boolean),
                                renames_since(history, i)))
     return out
 

@@ -20,7 +20,7 @@ from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import table_matches
 from mysql_cdc.planner.plan import describe_now, describe_tables, split_schemas
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore
+from mysql_cdc.state.store import StateStore, history_key
 from mysql_cdc.udtf.adapter import (
     ChunkPartition,
     Output,
@@ -44,7 +44,16 @@ from mysql_cdc.udtf.binlog import (
     server_end,
 )
 from mysql_cdc.udtf.binlog_events import SchemaChange, index_only, replacing_statement
-from mysql_cdc.udtf.evolve import EVOLVE, RESET, SAME, apply_plain, judge, plainly_kept, renamed_columns
+from mysql_cdc.udtf.evolve import (
+    EVOLVE,
+    RESET,
+    SAME,
+    apply_plain,
+    clause_names,
+    judge,
+    plainly_kept,
+    renamed_columns,
+)
 from mysql_cdc.udtf.snapshot import ChunkRead, SnapshotReader
 
 log = logging.getLogger("mysql_cdc")
@@ -115,9 +124,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             current = {s.table: s for s in now}
             self.schemas = {t: pinned_schema(opts, current[t]) if t in current else self._recorded_schema(t)
                             for t in self._recorded_tables()}
-            if at is not None:
-                for t in current:
-                    self._history(t, at, "snapshot", schema=self.schemas[t])
+            if opts.follows_ddl:
+                self._ensure_history()
         else:
             self.facts, self.schemas = planned_tables(profile, opts)
         # the name its committed offset is kept under (mysql-cdc status)
@@ -143,6 +151,24 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.store.record_history(table, {
             "at": {"file": at["file"], "pos": int(at["pos"])}, "action": action, "statement": statement[:2000],
             "why": why, "renamed": renamed or {}, "schema": None if schema is None else schema.to_dict()})
+
+    def _ensure_history(self) -> None:
+        """Every table of a recorded round has the round's snapshot entry in its schema history: written after
+        the round, so a crash in between, or a state_dir from before schema histories (its entry then sits
+        before every binlog point), would leave it out."""
+        latest: dict[TableId, Any] = {}
+        i = 0
+        while (rec := self.store.round(i)) is not None:
+            for t in rec["tables"]:
+                latest[t] = rec.get("schema_at")
+            i += 1
+        for t, at in latest.items():
+            history = self.store.history(t)
+            if any(e["action"] == "snapshot" and (at is None or e["at"] == at) for e in history):
+                continue
+            schema = self.store.schema(t)
+            if schema is not None and (at is not None or not history):
+                self._history(t, at or {"file": "", "pos": 0}, "snapshot", schema=schema)
 
     def _recorded_tables(self) -> list[TableId]:
         out: list[TableId] = []
@@ -253,9 +279,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.warning("mysql_cdc: %d table(s) start to be captured at %s: %s; they are snapshotted first (round %d)",
                     len(new), begin.to_dict(), ", ".join(map(str, new)), index)
         rec = self.store.record_round(index, new, begin.to_dict(), schema_at=at)
-        if at is not None and rec.get("schema_at") == at:
-            for t in new:
-                self._history(t, at, "snapshot", schema=self.schemas[t])
+        if at is not None:
+            self._ensure_history()
         return list(rec["tables"])
 
     def _retire(self, index: int, tables: list[TableId]) -> None:
@@ -428,16 +453,18 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if kind is not None:
                 resets[t] = f"{kind} {where}"
                 continue
+            history = self.store.history(t)
+            prior = [e for e in history if e["at"] == at and e["action"] in (EVOLVE, SAME)]
+            if prior:  # decided before (a restart, or a crash before the batch was planned): kept
+                if prior[-1]["action"] == EVOLVE:  # written again: a crash may have come before it was
+                    self.store.record_schema(TableSchema.from_dict(prior[-1]["schema"]), replace=True)
+                continue
+            snapshot = [e for e in history if e["action"] == "snapshot"]
+            if snapshot and history_key(snapshot[-1]) >= history_key({"at": at}):
+                continue  # the statement ran before the table's last snapshot described it: its schema has it
             if rule is not None and rule.decided(point, ch.gtid) is not True:
                 resets[t] = f"changed {where} while its snapshot chunks were read"
                 continue
-            history = self.store.history(t)
-            if any(e["at"] == at and e["action"] in (EVOLVE, SAME) for e in history):
-                continue  # decided before (a restart, or a crash before the batch was planned): kept
-            snapshot = [e for e in history if e["action"] == "snapshot"]
-            if snapshot and BinlogOffset(snapshot[-1]["at"]["file"], int(snapshot[-1]["at"]["pos"])).position_key() \
-                    >= point.position_key():
-                continue  # the statement ran before the table's last snapshot described it: its schema has it
             old = self._recorded_schema(t)
             now = describe_now(self.profile, self.opts, t)
             if now is None:
@@ -451,28 +478,33 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if later:
                 # today's columns are a later statement's: when every statement from here on leaves stored values
                 # alone, the columns just after this one are this statement applied to the recorded ones (an
-                # added column defined as today), checked against the binlog's own column names of the rows
-                # written before the next statement
+                # added column defined as today, under its later name), checked against the binlog's own column
+                # names of the rows written before the next statement
                 chain = [statement, *(c.statement for c in later)]
-                mid = apply_plain(old, statement, new, renamed_columns(chain[1:])) \
-                    if all(plainly_kept(q) for q in chain) else None
+                renamed_after = renamed_columns(chain[1:])  # today's name -> the name just after this statement
+                added = set(clause_names(statement)[0])
+                touched_later = {n for q in chain[1:] for n in (*clause_names(q)[0], *clause_names(q)[1])}
+                mid = apply_plain(old, statement, new, renamed_after) \
+                    if all(plainly_kept(q) for q in chain) and not added & touched_later else None
                 written = None if mid is None else alone.row_columns(
                     ReadFrom(point), BinlogOffset(later[0].file, later[0].pos))
                 if mid is None or (written is not None and written != list(mid.column_names)):
                     resets[t] = (f"changed {where}, and again at {later[0].file}:{later[0].pos} before the stream "
                                  "came to it, so its columns in between are not known")
                     continue
-                new, nulls = mid, dict.fromkeys(mid.column_names, True)  # a plain ADD COLUMN: NULL in old rows
+                today = {v: k for k, v in renamed_after.items()}  # the name just after this statement -> today's
+                new, nulls = mid, {c.name: nulls.get(today.get(c.name, c.name), False) for c in mid.columns}
             verdict = judge(old, new, statement, nulls)
             if verdict.kind == RESET:
                 resets[t] = f"{verdict.why} ({where})"
                 continue
+            # the history first: a crash between the two writes finds the decision, and writes the schema again
+            self._history(t, at, verdict.kind, schema=new if verdict.kind == EVOLVE else None,
+                          statement=statement, renamed=dict(verdict.renamed))
             if verdict.kind == EVOLVE:
                 self.store.record_schema(new, replace=True)
                 log.warning("mysql_cdc: %s changed %s: followed, its rows go on with columns %s", t, where,
                             list(new.column_names))
-            self._history(t, at, verdict.kind, schema=new if verdict.kind == EVOLVE else None,
-                          statement=statement, renamed=dict(verdict.renamed))
         return resets
 
     def _restart_if_changed(self, ch: SchemaChange, resets: dict[TableId, str]) -> None:
