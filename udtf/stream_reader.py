@@ -397,13 +397,13 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         note = "; ".join(f"{t}: {why[t]}" for t in gone)
         log.warning("mysql_cdc: %s leave(s) the capture at %s:%s%s: %s", ", ".join(map(str, gone)), at["file"],
                     at["pos"], ", to be snapshotted again" if again else "", note)
+        if again:  # before the round: a crash between the two leaves a history entry the round replays over
+            for t in gone:
+                self._history(t, at, "reset", why=why[t])
+            self._look_for_tables = True
         self.store.record_round(rounds, [], begin.to_dict(), dropped=gone, note=note[:4000], end=at)
         rec = self.store.round(rounds)
         assert rec is not None
-        if again:
-            for t in rec["dropped"]:
-                self._history(t, at, "reset", why=why.get(t, ""))
-            self._look_for_tables = True
         self._retire(rounds, rec["dropped"])
         return self._binlog_offset(rec["end"], begin, rounds + 1)
 

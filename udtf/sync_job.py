@@ -222,8 +222,10 @@ class DeltaMirror:
         self._schemas[schema.table] = want
         if _same_columns(have, want) is None and [f.nullable for f in have] == [f.nullable for f in want]:
             return False
-        rows = table.to_pyarrow_table()
-        if rows.num_rows:
+        dataset = table.to_pyarrow_dataset()
+        count = dataset.count_rows()
+        data: Any = want.empty_table()
+        if count:
             history = StateStore(self.state_dir).history(schema.table)
             renamed = mirror_renames(history, have, lambda d: delta_schema(TableSchema.from_dict(d), self.opts))
             if renamed is None:
@@ -232,12 +234,13 @@ class DeltaMirror:
                                  f"{[f'{f.name} {f.type}' for f in have]!r}, which no schema the capture recorded for "
                                  f"the table had (now {[f'{f.name} {f.type}' for f in want]!r}): start this mirror "
                                  "again (a new target, checkpoint and state_dir)")
-            data = evolve_rows(rows, want, renamed)
-        else:
-            data = want.empty_table()
+            moved = renamed  # a batch of the table's files at a time: memory bounded by a batch, not the table
+            data = pa.RecordBatchReader.from_batches(want, (
+                out for b in dataset.to_batches()
+                for out in evolve_rows(pa.Table.from_batches([b]), want, moved).to_batches()))
         dl.write_deltalake(p, data, mode="overwrite", schema_mode="overwrite",
                            commit_properties=dl.CommitProperties(custom_metadata={"mysql_cdc.evolve": "columns"}))
-        _log.warning("mirror of %s: columns now %s (%d rows moved)", schema.table, want.names, rows.num_rows)
+        _log.warning("mirror of %s: columns now %s (%d rows moved)", schema.table, want.names, count)
         return True
 
     def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
