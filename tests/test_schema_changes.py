@@ -6,8 +6,6 @@ table is not snapshotted again); the others snapshot that table again."""
 
 from __future__ import annotations
 
-import random
-import threading
 from typing import Any
 
 import pytest
@@ -21,7 +19,7 @@ from mysql_cdc.udtf.sync_job import table_path
 from tests.conftest import wait_until
 from tests.helpers import profile_url
 from tests.servers import ServerInfo
-from tests.test_streaming import _checkpoint_state
+from tests.test_streaming import Churn, _checkpoint_state
 
 deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
 
@@ -63,43 +61,24 @@ def _make(root: Any, tables: list[str], rows: int = ROWS) -> None:
     cur.close()
 
 
-class KeyWriters:
-    """A thread writing the columns every change keeps (id, v) of some tables: updates, deletes, inserts."""
+class KeyWriters(Churn):
+    """A thread writing the columns every change keeps (id, v) of some tables: updates, deletes, inserts (the
+    thread, its start, stop and error are Churn's)."""
+
+    pause = 0.004
 
     def __init__(self, info: ServerInfo, db: str, tables: list[str], seed: int) -> None:
-        self.conn = info.connect(root=True, database=db)
-        self.conn.autocommit(True)
-        self.tables, self.rng = tables, random.Random(seed)
-        self.stop_event, self.error, self.ops = threading.Event(), None, 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(info, db, seed)
+        self.tables = tables
 
-    def __enter__(self) -> KeyWriters:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop_event.set()
-        self.thread.join(60)
-        if self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        cur = self.conn.cursor()
-        try:
-            while not self.stop_event.is_set():
-                t, k, op = self.rng.choice(self.tables), self.rng.randrange(0, ROWS + 100), self.rng.random()
-                if op < 0.5:
-                    cur.execute(f"UPDATE {t} SET v = v + 1 WHERE id = %s", (k,))
-                elif op < 0.7:
-                    cur.execute(f"DELETE FROM {t} WHERE id = %s", (k,))
-                else:
-                    cur.execute(f"INSERT INTO {t} (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1", (k, k))
-                self.ops += 1
-                self.stop_event.wait(0.004)
-        except BaseException as e:  # raised by __exit__
-            self.error = e
-        finally:
-            cur.close()
+    def step(self, cur: Any) -> None:
+        t, k, op = self.rng.choice(self.tables), self.rng.randrange(0, ROWS + 100), self.rng.random()
+        if op < 0.5:
+            cur.execute(f"UPDATE {t} SET v = v + 1 WHERE id = %s", (k,))
+        elif op < 0.7:
+            cur.execute(f"DELETE FROM {t} WHERE id = %s", (k,))
+        else:
+            cur.execute(f"INSERT INTO {t} (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1", (k, k))
 
 
 def _source(info: ServerInfo, db: str, table: str) -> tuple[list[str], list[tuple[Any, ...]]]:

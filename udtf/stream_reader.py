@@ -483,7 +483,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 chain = [statement, *(c.statement for c in later)]
                 renamed_after = renamed_columns(chain[1:])  # today's name -> the name just after this statement
                 added = set(clause_names(statement)[0])
-                touched_later = {n for q in chain[1:] for n in (*clause_names(q)[0], *clause_names(q)[1])}
+                touched_later = {n for q in chain[1:] for names in clause_names(q)[:2] for n in names}
                 mid = apply_plain(old, statement, new, renamed_after) \
                     if all(plainly_kept(q) for q in chain) and not added & touched_later else None
                 written = None if mid is None else alone.row_columns(
