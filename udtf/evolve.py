@@ -89,8 +89,8 @@ def _top_level_parts(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-_ALTER_HEAD = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_IDENT}(?:\s*\.\s*{_IDENT})?\s+(.*)$",
-                         re.IGNORECASE | re.DOTALL)
+_ALTER_HEAD = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?{_IDENT}"
+                         rf"(?:\s*\.\s*{_IDENT})?\s+(.*)$", re.IGNORECASE | re.DOTALL)
 _PLAIN_CLAUSES = (
     re.compile(r"^(?:ADD|DROP|RENAME)\s+(?:INDEX|KEY)\b|^ADD\s+(?:UNIQUE|FULLTEXT|SPATIAL)\b|^(?:ALGORITHM|LOCK)\b",
                re.IGNORECASE),
@@ -302,6 +302,10 @@ def judge(old: TableSchema, new: TableSchema, statement: str | Sequence[str], nu
     {'x': 'v'}
     >>> judge(old, old, "CREATE INDEX i ON t (v)", {}).kind
     'same'
+    >>> judge(old, moved, "ALTER TABLE t COMMENT = 'a rename this rule cannot read'", {"x": True}).kind
+    'reset'
+    >>> judge(old, moved, "ALTER TABLE IF EXISTS t RENAME COLUMN v TO x", {"x": True}).renamed
+    {'x': 'v'}
     """
     if isinstance(statement, str) and reuses_names(statement, old.column_names):
         return Verdict(RESET, "a column name is reused in one statement (a swap, a column dropped and added again "
@@ -319,6 +323,15 @@ def judge(old: TableSchema, new: TableSchema, statement: str | Sequence[str], nu
         return Verdict(RESET, f"the primary key changed from {list(old.primary_key)!r} to {list(new.primary_key)!r}")
     renamed = {n: o for n, o in renamed_columns(statement).items()
                if n in new.column_names and o in old.column_names and n not in old.column_names}
+    if isinstance(statement, str):
+        # columns both gone and new: only the statement's own clauses may say which is which (a rename its
+        # text was not understood to make would otherwise be taken for a drop and an add, its values lost)
+        added, dropped, _ = clause_names(statement)
+        new_names = [n for n in new.column_names if n not in old.column_names and n not in renamed]
+        gone = [o for o in old.column_names if o not in new.column_names and o not in renamed.values()]
+        if new_names and gone and (set(new_names) - set(added) or set(gone) - set(dropped)):
+            return Verdict(RESET, f"columns {gone!r} are gone and {new_names!r} are new, and the statement was not "
+                                  "read as dropping and adding them")
     was = {c.name: c for c in old.columns}
     for c in new.columns:
         source = renamed.get(c.name, c.name)
