@@ -8,6 +8,7 @@ text. GTID sets are a partial order by inclusion; MySQL watermarks compare by se
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ _SUFFIX = re.compile(r"^(.*?)(\d+)$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
 
+@functools.lru_cache(maxsize=256)
 def binlog_file_key(name: str) -> tuple[str, int]:
     """Sort key of a binlog file name: base name, then the numeric suffix as a number.
 

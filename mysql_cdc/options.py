@@ -53,7 +53,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("watermark", str, "auto",
                "auto, snapshot (MariaDB), gtid (MySQL with GTIDs) or position (plain; can lose rows)"),
     OptionSpec("state_dir", str, None, "where chunk watermarks are recorded (path or URI); unset: not recorded"),
-    OptionSpec("fetch_size", int, 8192, "rows per batch fetched by the mysqlclient path"),
+    OptionSpec("fetch_size", int, 8192, "rows per batch: fetched by the mysqlclient path, handed to Spark, and "
+               "the most rows of one binlog transaction a reader holds at once (a larger one is read in pieces)"),
     OptionSpec("partitions", int, 0, "data source: Spark partitions to spread the chunks over; 0: Spark's default "
                "parallelism when register() ran (set it where executors join later), at most one per chunk"),
     OptionSpec("metadata_columns", bool, True,
@@ -78,6 +79,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "else by snapshotting that table again (a stream of one table stops once to be restarted with new "
                "columns, or for good where it would need a new snapshot); stop: every such statement stops the "
                "stream (see Schema changes)"),
+    OptionSpec("row_decoder", str, "planned",
+               "planned: binlog row images are decoded by a reader compiled per table map (fast); library: by "
+               "python-mysql-replication's generic decoder (the same values, several times slower)"),
     OptionSpec("allow_unlogged_cascades", bool, False,
                "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),
@@ -86,6 +90,7 @@ _SPECS = {s.key: s for s in OPTIONS}
 WATERMARKS = ("auto", "snapshot", "gtid", "position")
 STARTUP_MODES = ("initial", "snapshot", "latest", "earliest", "offset", "timestamp")
 SCHEMA_CHANGES = ("follow", "stop")
+ROW_DECODERS = ("planned", "library")
 SNAPSHOT_STARTUPS = ("initial", "snapshot")  # the startup modes that read the tables' chunks
 
 
@@ -147,6 +152,7 @@ class CdcOptions:
     max_chunks_per_batch: int = 0
     max_rows_per_batch: int = 0
     schema_changes: str = "follow"
+    row_decoder: str = "planned"
     allow_unlogged_cascades: bool = False
 
     def __repr__(self) -> str:
@@ -258,6 +264,8 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError(f"bad watermark {opts.watermark!r}; expected one of {', '.join(WATERMARKS)}")
     if opts.connect_timeout <= 0:
         raise ConfigError(f"connect_timeout must be > 0 seconds, got {opts.connect_timeout!r}")
+    if opts.row_decoder not in ROW_DECODERS:
+        raise ConfigError(f"bad row_decoder {opts.row_decoder!r}; expected one of {', '.join(ROW_DECODERS)}")
     if opts.schema_changes not in SCHEMA_CHANGES:
         raise ConfigError(f"bad schema_changes {opts.schema_changes!r}; expected one of {', '.join(SCHEMA_CHANGES)}")
     if opts.startup not in STARTUP_MODES:

@@ -68,6 +68,15 @@ def text_decoder(charset: str | None) -> Callable[[bytes], str] | None:
     return None
 
 
+def unicode_codec(charset: str | None) -> str | None:
+    """Python's codec of a Unicode character set (MySQL's utf16/utf32 are big-endian), ``None`` for others.
+
+    >>> unicode_codec("utf8mb4"), unicode_codec("utf16"), unicode_codec("latin1")
+    ('utf-8', 'utf-16-be', None)
+    """
+    return _UNICODE.get(charset or "utf8mb4")
+
+
 @dataclass(frozen=True)
 class TypeRule:
     mysql: str

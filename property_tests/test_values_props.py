@@ -1,6 +1,7 @@
 """Value fidelity as a property (C4): Hypothesis generates values per column type, writes them, and the value
-read by SELECT (both read paths), the binlog's insert and update after-image, and the expected Python value
-all agree, on both servers (tests/test_values.py has the hand-picked extremes and the DST time zone)."""
+read by SELECT (both read paths), the binlog's insert and update images (by the planned decoder and by
+python-mysql-replication's, which must agree to the repr), and the expected Python value all agree, on both
+servers (tests/test_values.py has the hand-picked extremes and the DST time zone)."""
 
 from __future__ import annotations
 
@@ -153,9 +154,12 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
         paths = read_by_every_path(profile, facts, opts, plans[0], start, end)
         position = {n: i for i, n in enumerate(schema.column_names)}
         for i, r in enumerate(rows):
+            for kind in ("+I", "-U", "+U"):  # the planned decoder gives the library's values, to the last digit
+                assert repr(paths[kind][i]) == repr(paths[f"library {kind}"][i]), \
+                    f"{kind} image: planned {paths[kind][i]!r}, library {paths[f'library {kind}'][i]!r}"
             for n in names_:
                 want = None if r[n] is None else types[n][2](r[n])
-                for path in ("arrow", "mysqlclient", "+I", "+U"):
+                for path in ("arrow", "mysqlclient", "+I", "+U", "library +I", "library +U"):
                     got_v = paths[path][i][position[n]]
                     if n == "j" and r[n] is not None:  # the same text by every path, and the written value
                         assert isinstance(got_v, str) and got_v == paths["mysqlclient"][i][position[n]], \

@@ -19,6 +19,7 @@ from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import ChunkRecord, StateStore
 from mysql_cdc.udtf.binlog import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
+from mysql_cdc.udtf.binlog_events import claimed_server_id, read_transactions
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot import Hooks, SnapshotReader
 from tests.helpers import Write, Writer, binlog_end, insert_rows
@@ -407,3 +408,59 @@ def test_an_xa_transaction_on_a_captured_table_is_one_clear_error_and_one_phase_
         list(phase.changes(start, None))
     phase.close()
     cur.close()
+
+
+def test_a_transaction_larger_than_fetch_size_is_read_in_pieces_the_same_and_survives_a_reconnect(
+        profile: ConnectionProfile, info: Any, db: str, root: Any, table: Model, tmp_path: Any) -> None:
+    """A reader holds at most about ``fetch_size`` rows of a transaction (issue 15, memory): a transaction of
+    3,000 change rows, read in pieces of 64, gives exactly the changes read whole (values, positions, the row
+    index inside the transaction, sequences), also when the server ends the binlog connection in the middle of
+    it (the rows already sent in pieces are not sent twice)."""
+    store = StateStore(str(tmp_path / "state"))
+    _, snap, _ = _snapshot(profile, db, store, {})
+    cur = root.cursor()
+    # 1 MB rows of a table that is not captured, inside the transaction: the server is still sending it when
+    # its dump thread is killed below
+    cur.execute("CREATE TABLE pad (id INT AUTO_INCREMENT PRIMARY KEY, b LONGBLOB)")
+    cur.execute("BEGIN")
+    for k in range(2, 2001, 2):  # 1,000 single-row updates: 2,000 images in 1,000 rows events
+        cur.execute("UPDATE t SET v = v + 7 WHERE id = %s", (k,))
+        if k % 100 == 0:
+            cur.execute("INSERT INTO pad (b) VALUES (REPEAT('x', 1048576))")
+    cur.execute("DELETE FROM t WHERE id <= 1000")  # 500 rows in a few rows events
+    cur.execute("INSERT INTO t (id, v) SELECT id + 1, v FROM t WHERE id > 1000")  # 500 rows, one statement
+    cur.execute("COMMIT")
+    cur.execute("UPDATE t SET v = 0 WHERE id = 1002")  # a transaction after it
+    whole_phase, start = _phase(profile, db, store)
+    whole = list(whole_phase.changes(start, None))
+    assert len(whole) == 2000 + 500 + 500 + 2
+    assert _apply(snap, whole) == _source(root)
+
+    opts = parse_options({"tables": f"{db}\\.t", "state_dir": store.location, "fetch_size": 64})
+    facts, plans = plan_tables(profile, opts)
+    t = TableId(db, "t")
+    rules = recorded_rules(store, {t: plans[0].schema}, lambda: connect(profile))
+    pieces = BinlogPhase(profile, facts, opts, {t: plans[0].schema}, rules)
+    assert list(pieces.changes(start, None)) == whole
+
+    # the pieces themselves: none holds more than fetch_size rows plus one rows event's rows (a statement's
+    # event holds at most ~8 KB of rows), and the transaction came in many of them
+    with claimed_server_id(profile, opts.server_ids) as sid:
+        sizes = [(len(txn.rows), txn.complete) for txn in read_transactions(
+            profile, sid, start.offset, {t}, flavor=facts.flavor, auto_position=start.auto_position,
+            decoders=pieces.decoders, piece=64)]
+    assert sum(1 for _, complete in sizes if not complete) >= 10, sizes
+    assert max(n for n, _ in sizes) < 64 + 1000, sizes
+
+    # the server ends the connection in the middle of the big transaction: the library reconnects and resends
+    changes = BinlogPhase(profile, facts, opts, {t: plans[0].schema}, rules).changes(start, None)
+    got = [next(changes) for _ in range(300)]
+    admin = info.connect(root=True)
+    acur = admin.cursor()
+    acur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+    dumps = [r[0] for r in acur.fetchall()]
+    assert len(dumps) == 1
+    acur.execute(f"KILL {int(dumps[0])}")
+    admin.close()
+    got += list(changes)
+    assert got == whole

@@ -9,6 +9,7 @@ empty binary strings as text, an empty SET read as NULL, MySQL's binary JSON (th
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Callable, Iterator
@@ -78,15 +79,22 @@ def binlog_only_phase(profile: ConnectionProfile, facts: Any, opts: Any, plan: A
 def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: Any, start: Any, end: Any
                        ) -> dict[str, dict[int, tuple[Any, ...]]]:
     """Rows by id as each path gives them: "arrow" and "mysqlclient" (snapshot of every chunk), and the
-    binlog's images between ``start`` and ``end`` by kind ("+I", "-U", "+U", "-D"; the last image per id)."""
+    binlog's images between ``start`` and ``end`` by kind ("+I", "-U", "+U", "-D"; the last image per id), as
+    the planned decoder (udtf.rowimage) gives them, and as python-mysql-replication's decoder gives them
+    ("library +I", ...)."""
     out: dict[str, dict[int, tuple[Any, ...]]] = {}
     for fast in (True, False):
         rows = out.setdefault("arrow" if fast else "mysqlclient", {})
         for chunk in plan.chunks:
             for batch in SnapshotReader(profile, plan.schema, facts, opts, fast=fast).read(chunk).batches:
                 rows.update({int(r[0]): r for r in batch_to_rows(batch)})
-    for ch in binlog_only_phase(profile, facts, opts, plan).changes(ReadFrom(start), end):
-        out.setdefault(ch.op, {})[int(ch.values[0])] = ch.values
+    for decoder in ("planned", "library"):
+        phase = binlog_only_phase(profile, facts, dataclasses.replace(opts, row_decoder=decoder), plan)
+        for ch in phase.changes(ReadFrom(start), end):
+            out.setdefault(ch.op if decoder == "planned" else f"library {ch.op}", {})[int(ch.values[0])] = ch.values
+        if decoder == "planned":  # every rows event was decoded by the plan of its table map, none by the library
+            assert phase.decoders is not None and phase.decoders.library_events == 0, \
+                f"{phase.decoders.library_events if phase.decoders else 'all'} rows events fell back to the library"
     return out
 
 
@@ -124,7 +132,7 @@ def capture_every_way(srv: ServerProcess, columns_sql: str, load: Callable[[Any]
     snapshot = images["mysqlclient"]
     assert snapshot, "nothing was loaded"
     for id_, snap in snapshot.items():
-        for path in ("arrow", "+I", "-U", "+U", "-D"):
+        for path in ("arrow", "+I", "-U", "+U", "-D", "library +I", "library -U", "library +U", "library -D"):
             for n, a, b in zip(names, snap, images[path][id_]):
                 if n != "touch" and (a != b or type(a) is not type(b)):
                     wrong.append((n, id_, path, a, b))

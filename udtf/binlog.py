@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from mysql_cdc.chunks import ChunkRecord, TableId
 from mysql_cdc.connect import ServerFacts, connect
@@ -40,11 +40,12 @@ from mysql_cdc.udtf.binlog_events import (
 )
 from mysql_cdc.udtf.convert import binlog_row_converter
 from mysql_cdc.udtf.emit import EmitRule, SortKey
+from mysql_cdc.udtf.rowimage import RowDecoders
 
 
-@dataclass(frozen=True)
-class Change:
-    """One change row: the table's values (canonical, like the snapshot's) and where it is in the binlog."""
+class Change(NamedTuple):
+    """One change row: the table's values (canonical, like the snapshot's) and where it is in the binlog (a
+    named tuple: made for every change, so made cheaply)."""
 
     table: TableId
     op: str  # +I, -U, +U, -D
@@ -303,6 +304,7 @@ class BinlogPhase:
         self.rules = dict(rules)
         self._connect = connect_factory
         self._conv = {t: binlog_row_converter(s.columns, opts.tinyint1_as_boolean) for t, s in schemas.items()}
+        self.decoders = RowDecoders(schemas, opts.tinyint1_as_boolean) if opts.row_decoder == "planned" else None
         self._names = {t: set(s.column_names) for t, s in schemas.items()}
         self._orders = {t: KeyOrder(s) for t, s in schemas.items() if rules.get(t) is not None}
         self._keypos = {t: s.positions(s.chunk_key) for t, s in schemas.items()}
@@ -348,13 +350,18 @@ class BinlogPhase:
         if end is None:
             end = server_end(self.profile, self.facts)
         tables = set(self.schemas)
+        first = 0
         with claimed_server_id(self.profile, self.opts.server_ids) as sid:
             for txn in read_transactions(self.profile, sid, start.offset, tables, flavor=self.facts.flavor,
                                          auto_position=start.auto_position, end=end,
-                                         on_schema_change=self._on_schema_change, skip_before=start.skip_before):
-                self.transactions += 1
-                self.last = BinlogOffset(txn.file, txn.end)
-                yield from self._transaction(txn)
+                                         on_schema_change=self._on_schema_change, skip_before=start.skip_before,
+                                         decoders=self.decoders, piece=self.opts.fetch_size):
+                if txn.complete:
+                    self.transactions += 1
+                    self.last = BinlogOffset(txn.file, txn.end)
+                yield from self._transaction(txn, first)
+                # a transaction read in pieces numbers its images on from piece to piece
+                first = 0 if txn.complete else first + sum(1 + (r.op == "update") for r in txn.rows)
         self.close()
 
     def batch_end(self, start: ReadFrom, end: BinlogOffset, max_rows: int = 0,
@@ -402,14 +409,17 @@ class BinlogPhase:
                 for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas),
                                              flavor=self.facts.flavor, auto_position=start.auto_position, end=end,
                                              on_schema_change=found, skip_before=start.skip_before,
-                                             decode_rows=max_rows > 0, on_ddl=statement):
+                                             decode_rows=max_rows > 0, on_ddl=statement,
+                                             decoders=self.decoders, piece=self.opts.fetch_size):
+                    seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
+                    if not txn.complete:
+                        continue
                     last = BinlogOffset(txn.file, txn.end)
                     if self.dropped:  # the batch is the DROP statement alone
                         return last
                     if creating:  # the batch ends just after the statement: the next one adds the table
                         self.new_table_seen = True
                         return last
-                    seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
                     if max_rows > 0 and seen >= max_rows:
                         return last
             except _StopAtDdl:
@@ -440,11 +450,12 @@ class BinlogPhase:
                     return list(r.after if r.after is not None else r.before or {})
         return None
 
-    def _transaction(self, txn: Transaction) -> Iterator[Change]:
+    def _transaction(self, txn: Transaction, first: int = 0) -> Iterator[Change]:
         # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise. An image its
         # table's chunks already hold everywhere is not decoded at all: it may predate the table's snapshot
         # (a table added later, renamed into the capture) and have another shape.
         images: list[tuple[TableId, str, tuple[Any, ...], Any]] = []
+        vals: tuple[Any, ...]
         verdict: list[bool | None] = []
         pending: dict[TableId, list[int]] = {}
         for r in txn.rows:
@@ -460,13 +471,17 @@ class BinlogPhase:
                     images.append((t, op, (), r))
                     verdict.append(False)
                     continue
-                if set(img) != self._names[t]:
+                if isinstance(img, tuple):  # decoded by the table map's plan: canonical already
+                    vals = img
+                elif set(img) != self._names[t]:
                     raise SchemaChangedError(
                         f"table {str(t)!r} has columns {sorted(img)!r} at {r.file}:{r.pos}, but the stream "
                         f"was planned with {sorted(self._names[t])!r}; take a new snapshot of the table")
+                else:
+                    vals = conv(img)
                 if d is None:
                     pending.setdefault(t, []).append(len(images))
-                images.append((t, op, conv(img), r))
+                images.append((t, op, vals, r))
                 verdict.append(d)
         for t, idx in pending.items():
             rule = self.rules[t]
@@ -482,8 +497,8 @@ class BinlogPhase:
         for n, ((t, op, vals, r), ok) in enumerate(zip(images, verdict)):
             if ok:
                 # an update's images are 2i and 2i+1 of its event; an insert's or a delete's, i
-                image = 2 * r.index + (op == "+U") if r.op == "update" else r.index
-                yield Change(t, op, vals, r.file, r.pos, n, r.gtid, txn.timestamp,
+                image = 2 * r.ordinal + (op == "+U") if r.op == "update" else r.ordinal
+                yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, txn.timestamp,
                              change_sequence(r.file, r.start, image))
 
 

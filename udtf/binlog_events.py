@@ -1,9 +1,11 @@
-"""Row-image decoding behind one small interface: :func:`read_row_changes` yields :class:`BinlogRow`.
+"""Row-image decoding behind one small interface: :func:`read_transactions` yields
+:class:`BinlogRow`.
 
-Today the decoder is python-mysql-replication; a faster one can replace it here without touching the
-correction or emit rules. Each concurrent binlog connection claims its own replica server id from the
-configured range with a server-side user lock (``GET_LOCK``), so two readers never share an id (sharing one
-makes the server drop the older connection, and events are lost).
+python-mysql-replication frames the events and parses table maps; row images are decoded by a plan made per
+table map (:mod:`udtf.rowimage`) when the caller gives the tables' schemas, else by the library (adapted
+below), without touching the correction or emit rules. Each concurrent binlog connection claims its own
+replica server id from the configured range with a server-side user lock (``GET_LOCK``), so two readers never
+share an id (sharing one makes the server drop the older connection, and events are lost).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from mysql_cdc.chunks import TableId
 from mysql_cdc.connect import connect, tls_kwargs
@@ -22,6 +24,7 @@ from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.offsets import BinlogOffset, GtidSet
 from mysql_cdc.options import ConnectionProfile
 from mysql_cdc.udtf.convert import JSON_NULL, MemberIndex
+from mysql_cdc.udtf.rowimage import RowDecoders
 
 LOCK_PREFIX = "mysql_cdc.server_id."
 ANONYMOUS_GTID_EVENT = 34
@@ -38,19 +41,30 @@ UNREADABLE_EVENTS = {
 READ_TIMEOUT = 120  # seconds without a byte from the server before a binlog read fails instead of hanging
 
 
-@dataclass(frozen=True)
-class BinlogRow:
+def canonical_image(image: dict[str, Any] | tuple[Any, ...], convert: Callable[[dict[str, Any]], tuple[Any, ...]]
+                    ) -> tuple[Any, ...]:
+    """A row image as its canonical tuple: decoded by a table map's plan already, or converted from the library's
+    dict by ``convert`` (:func:`udtf.convert.binlog_row_converter`)."""
+    return image if isinstance(image, tuple) else convert(image)
+
+
+class BinlogRow(NamedTuple):
+    """One row change as read (a named tuple: made for every row, so made cheaply)."""
+
     database: str
     table: str
     op: str  # insert | update | delete
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
+    before: dict[str, Any] | tuple[Any, ...] | None  # see canonical
+    after: dict[str, Any] | tuple[Any, ...] | None
     file: str
     pos: int  # end position of the event that carried the row
     gtid: str | None
     timestamp: int
     start: int = 0  # start position of that event
-    index: int = 0  # the row's index in that event
+    ordinal: int = 0  # the row's index in that event
+    # the images are canonical row tuples in the schema's column order (decoded by udtf.rowimage), not the
+    # library's dicts of column name -> value
+    canonical: bool = False
 
 
 def registered_replica_ids(conn: Any) -> set[int] | None:
@@ -115,13 +129,16 @@ def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None
 
 @dataclass(frozen=True)
 class Transaction:
-    """The captured rows of one committed transaction, yielded once its commit was read (never half of one)."""
+    """The captured rows of one committed transaction, yielded once its commit was read; or, when the reader
+    was asked for pieces, a piece of one (``complete`` False: more rows of it follow, and ``end`` is where the
+    piece ends, not a boundary)."""
 
     gtid: str | None
     file: str
     end: int  # binlog position just after the commit: a transaction boundary, where a later read may start
     timestamp: int
     rows: tuple[BinlogRow, ...]
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -456,11 +473,29 @@ def _adapt_library() -> None:
     BinLogPacketWrapper.read_binary_json = read_binary_json
 
 
+def _library_rows(ev: Any, where: str, file: str, pos: int, gtid: str | None, ts: int, ev_start: int
+                  ) -> Iterator[BinlogRow]:
+    """The rows of a rows event as python-mysql-replication decodes them (images as dicts)."""
+    from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
+
+    for i, row in enumerate(ev.rows):
+        if isinstance(ev, WriteRowsEvent):
+            yield BinlogRow(ev.schema, ev.table, "insert", None, _image(row, "", where), file, pos, gtid, ts,
+                            ev_start, i)
+        elif isinstance(ev, UpdateRowsEvent):
+            yield BinlogRow(ev.schema, ev.table, "update", _image(row, "before_", where),
+                            _image(row, "after_", where), file, pos, gtid, ts, ev_start, i)
+        else:
+            yield BinlogRow(ev.schema, ev.table, "delete", _image(row, "", where), None, file, pos, gtid, ts,
+                            ev_start, i)
+
+
 def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId], *,
                       flavor: str, auto_position: bool, end: BinlogOffset | None = None,
                       on_schema_change: Callable[[SchemaChange], None] | None = None,
                       skip_before: int | None = None, decode_rows: bool = True,
-                      on_ddl: Callable[[str, str], None] | None = None) -> Iterator[Transaction]:
+                      on_ddl: Callable[[str, str], None] | None = None,
+                      decoders: RowDecoders | None = None, piece: int = 0) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
 
     From ``start.file``/``start.pos`` (a transaction boundary), or with ``auto_position`` by GTID
@@ -471,7 +506,12 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     library may re-send (from the start position, or from the GTID set), and nothing comes out twice.
     ``skip_before`` drops events with a timestamp before it (startup from a timestamp). ``decode_rows=False``
     reads boundaries and DDL only: row events are not decoded (transactions come without rows). ``on_ddl``
-    is told every DDL statement (with its default database) before the transaction it makes is yielded."""
+    is told every DDL statement (with its default database) before the transaction it makes is yielded. With
+    ``decoders``, rows events of tables whose table map matches their schema are decoded by
+    :mod:`udtf.rowimage` (rows come ``canonical``); others by the library. With ``piece`` > 0 (and no
+    ``skip_before``), a transaction is yielded in pieces of about that many rows as its rows events arrive, so
+    that memory holds a piece, not a whole transaction; its last piece comes at its commit. The binlog holds a
+    transaction's rows only once it committed (XA PREPARE excepted, refused as before)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import (
         GtidEvent,
@@ -521,8 +561,14 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     rows: list[BinlogRow] = []
     ts = 0
 
+    pieces = piece > 0 and skip_before is None
+    in_pieces = False  # rows of the open transaction went out in pieces
+    sent_upto: tuple[Any, ...] | None = None  # the last rows event whose rows went out in a piece
+
+    ts_set = False  # the open transaction's time was read
+
     def boundary(pos: int) -> Transaction | None:
-        nonlocal rows, gtid, last
+        nonlocal rows, gtid, last, in_pieces, ts_set
         key = BinlogOffset(file, pos).position_key()
         txn = None
         if last is None or key > last:
@@ -530,6 +576,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
             last = key
         rows = []
         gtid = None
+        in_pieces = False
+        ts_set = False
         return txn
 
     described: set[int] = set()  # table ids whose table map was checked for column metadata
@@ -552,6 +600,9 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                     BinlogOffset(file, pos - int(ev.packet.event_size)).position_key() >= end_key:
                 return
             if unknown:
+                if ev.event_type == ANONYMOUS_GTID_EVENT:  # a transaction begins (MySQL without GTIDs)
+                    ts = int(ev.timestamp)
+                    ts_set = True
                 if ev.event_type in UNREADABLE_EVENTS:
                     raise ServerSettingError(f"the binlog holds an event at {file}:{pos} that cannot be read here: "
                                              f"{UNREADABLE_EVENTS[ev.event_type]}")
@@ -560,12 +611,13 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 rows = []
                 gtid = str(ev.gtid)
                 ts = int(ev.timestamp)
+                ts_set = True
                 continue
             if isinstance(ev, XAPrepareEvent) and not ev.one_phase:
                 # XA PREPARE: the rows are in the binlog now, but XA COMMIT or XA ROLLBACK of them comes later as a
                 # statement of its own, which this reader does not follow: delivering them now could deliver
                 # rolled-back rows, dropping them would lose committed ones
-                if rows and (skip_before is None or ts >= skip_before):
+                if (rows or in_pieces) and (skip_before is None or ts >= skip_before):
                     raise BinlogError(
                         f"table {rows[0].database}.{rows[0].table} was changed by an XA transaction prepared at "
                         f"{file}:{pos} (XA PREPARE); its commit or rollback is logged later, apart from its rows, "
@@ -610,7 +662,11 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 continue
             if (ev.schema, ev.table) not in wanted:
                 continue
-            ts = int(ev.timestamp)
+            if sent_upto is not None and BinlogOffset(file, pos).position_key() <= sent_upto:
+                continue  # re-sent after a reconnect: its rows went out in a piece already
+            if not ts_set:  # a transaction's time is its first event's: known before its rows, read in pieces
+                ts = int(ev.timestamp)
+                ts_set = True
             where = f"{ev.schema}.{ev.table} at {file}:{pos}"
             if ev.table_id not in described:
                 _check_described(ev.columns, where)
@@ -618,16 +674,25 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
             if isinstance(ev, PartialUpdateRowsEvent):
                 _refuse_partial_json(ev.rows, where)
             ev_start = pos - int(ev.packet.event_size)
-            for i, row in enumerate(ev.rows):
+            images = None if decoders is None or isinstance(ev, PartialUpdateRowsEvent) else \
+                decoders.images(ev, where)
+            if images is not None:
                 if isinstance(ev, WriteRowsEvent):
-                    rows.append(BinlogRow(ev.schema, ev.table, "insert", None, _image(row, "", where), file, pos,
-                                          gtid, ts, ev_start, i))
+                    rows.extend(BinlogRow(ev.schema, ev.table, "insert", None, img, file, pos, gtid, ts, ev_start,
+                                          i, True) for i, img in enumerate(images))
                 elif isinstance(ev, UpdateRowsEvent):
-                    rows.append(BinlogRow(ev.schema, ev.table, "update", _image(row, "before_", where),
-                                          _image(row, "after_", where), file, pos, gtid, ts, ev_start, i))
+                    rows.extend(BinlogRow(ev.schema, ev.table, "update", images[2 * i], images[2 * i + 1], file,
+                                          pos, gtid, ts, ev_start, i, True) for i in range(len(images) // 2))
                 else:
-                    rows.append(BinlogRow(ev.schema, ev.table, "delete", _image(row, "", where), None, file, pos,
-                                          gtid, ts, ev_start, i))
+                    rows.extend(BinlogRow(ev.schema, ev.table, "delete", img, None, file, pos, gtid, ts, ev_start,
+                                          i, True) for i, img in enumerate(images))
+            else:
+                rows.extend(_library_rows(ev, where, file, pos, gtid, ts, ev_start))
+            if pieces and len(rows) >= piece:
+                yield Transaction(gtid, file, pos, ts, tuple(rows), complete=False)
+                rows = []
+                in_pieces = True
+                sent_upto = BinlogOffset(file, pos).position_key()
     except BinlogError:
         raise
     except Exception as e:
@@ -646,11 +711,12 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
 
 
 def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId],
-                     *, flavor: str, use_gtid: bool,
-                     done: Callable[[str | None, str, int], bool]) -> Iterator[BinlogRow]:
+                     *, flavor: str, use_gtid: bool, done: Callable[[str | None, str, int], bool],
+                     decoders: RowDecoders | None = None) -> Iterator[BinlogRow]:
     """Row changes of ``tables`` from ``start`` (exclusive), transaction by transaction, until
     ``done(gtid, file, end)`` says so after a transaction (used by the snapshot backfill)."""
-    for txn in read_transactions(profile, server_id, start, tables, flavor=flavor, auto_position=use_gtid):
+    for txn in read_transactions(profile, server_id, start, tables, flavor=flavor, auto_position=use_gtid,
+                                 decoders=decoders):
         yield from txn.rows
         if done(txn.gtid, txn.file, txn.end):
             return

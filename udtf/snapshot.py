@@ -50,6 +50,7 @@ from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.sql import ident, select_chunk_sql
 from mysql_cdc.udtf.binlog_events import (
+    canonical_image,
     claimed_server_id,
     gtid_window_done,
     position_window_done,
@@ -66,6 +67,7 @@ from mysql_cdc.udtf.convert import (
 )
 from mysql_cdc.udtf.correct import RowChange, correct_chunk, undo_changes
 from mysql_cdc.udtf.fast_select import FastPathUnavailable, fast_columns, fast_select
+from mysql_cdc.udtf.rowimage import RowDecoders
 
 log = logging.getLogger("mysql_cdc")
 ARROW_BATCH_ROWS = 65536
@@ -181,6 +183,8 @@ class SnapshotReader:
         self.pinned = not schema.primary_key  # rows identified by all columns: read at one exact point
         self._convs = [(i, f) for i, c in enumerate(schema.columns)
                        if (f := value_converter(c, opts.tinyint1_as_boolean)) is not None]
+        self._decoders = RowDecoders({schema.table: schema}, opts.tinyint1_as_boolean) \
+            if opts.row_decoder == "planned" else None
 
     # -- watermarks --
     def _binlog_end(self, conn: Any, kind: str) -> BinlogOffset:
@@ -480,10 +484,10 @@ class SnapshotReader:
         changes: list[RowChange] = []
         with claimed_server_id(self.profile, self.opts.server_ids) as sid:
             for r in read_row_changes(self.profile, sid, low, {self.schema.table}, flavor=self.facts.flavor,
-                                      use_gtid=self.strategy == "gtid", done=done):
+                                      use_gtid=self.strategy == "gtid", done=done, decoders=self._decoders):
                 if keep(r):
-                    changes.append(RowChange(r.op, None if r.before is None else conv(r.before),
-                                             None if r.after is None else conv(r.after)))
+                    changes.append(RowChange(r.op, None if r.before is None else canonical_image(r.before, conv),
+                                             None if r.after is None else canonical_image(r.after, conv)))
         return changes
 
     def _in_chunk(self, conn: Any, chunk: Chunk, images: list[tuple[Any, ...]]) -> Callable[[tuple[Any, ...]], bool]:
