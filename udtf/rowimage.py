@@ -339,8 +339,9 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
     >>> from mysql_cdc.schema import ColumnInfo
     >>> schema = TableSchema(TableId("d", "t"), (ColumnInfo("id", "int", "int", False), ColumnInfo(
     ...     "name", "varchar", "varchar(20)", True, "utf8mb4", "utf8mb4_bin")), ("id",), ("id",))
-    >>> images = compile_images([Logged(name="id", type=LONG, unsigned=False),
-    ...                          Logged(name="name", type=VARCHAR, max_length=80, collation_name="utf8mb4_bin")], schema)
+    >>> logged = [Logged(name="id", type=LONG, unsigned=False),
+    ...           Logged(name="name", type=VARCHAR, max_length=80, collation_name="utf8mb4_bin")]
+    >>> images = compile_images(logged, schema)
     >>> row1 = bytes([0b00]) + (7).to_bytes(4, "little") + bytes([3]) + "hé".encode()  # no NULL; 7, 'hé'
     >>> row2 = bytes([0b10]) + (8).to_bytes(4, "little")  # name is NULL: not in the image
     >>> images(row1 + row2, 0, len(row1 + row2))
