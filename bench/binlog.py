@@ -1,36 +1,60 @@
-"""Binlog benchmark: change rows/s of this project's binlog reader against the raw python-mysql-replication
-loop on the same events, in a throwaway local server. A benchmark, not a test: it asserts nothing.
+"""Binlog benchmark: change rows/s and peak memory of this project's binlog readers beside the C decoder and
+the raw python-mysql-replication loop, on the same events, in a throwaway local server of each kind, one after
+the other in one run. A benchmark, not a test: it asserts nothing.
 
-    bash bench/binlog.sh [--server mariadb|mysql] [--scale 0.1]
+    bash bench/binlog.sh [--server both|mariadb|mysql] [--scale 0.1] [--repeat 2]
 
 Loads TPC-H ``orders``, then (in the measured binlog range) deletes every row, inserts them again and updates
-every row: four change rows per row (a delete, an insert, the before and after image of an update). Then it
-reads that range three ways: the library's ``BinLogStreamReader`` loop that only decodes the rows (the floor
-any Python reader pays), this project's ``BinlogPhase.changes`` (transactions, emit decision, conversion to
-Spark values), and ``mysql_cdc_binlog`` in Spark SQL (local[1]: one binlog stream), counted. Writes a
-Markdown table to stdout and to ``bench/results/binlog-<server>-sf<scale>.md``.
+every row, each in one transaction: four change rows per row (a delete, an insert, the before and after image
+of an update), and transactions of ``150,000 x scale / 0.1`` rows (1,000,000 rows at ``--scale 0.67``). Then
+it reads that range with:
+
+- the C decoder the server ships (``mariadb-binlog -v`` / ``mysqlbinlog -v``), its text counted by awk: the
+  ceiling of any reader;
+- the plain library loop (``BinLogStreamReader``, rows decoded to dicts, nothing else): what a Python reader
+  built on python-mysql-replication pays at least;
+- this project's core reader, ``BinlogPhase.changes`` (transactions, the emit decision, canonical values), with
+  the library's decoder (``row_decoder=library``, the reader before issue 15) and with the decoder compiled per
+  table map (``row_decoder=planned``, the default);
+- the same, the range cut in two at a transaction boundary (``BinlogPhase.split``, as parallel catch-up cuts
+  it) and read by two processes at once;
+- ``mysql_cdc_binlog`` in Spark SQL (one task, counted);
+- a stream (``readStream``, ``availableNow``, counted in ``foreachBatch``), which also scans the range once in
+  the driver to plan its batch, with one task and with ``binlog_partitions`` 2 (Spark local[2]).
+
+The first four run in a process of their own each (the peak RSS is that process's: Python keeps what it once
+allocated), the Spark ones in one local Spark (the peak is the JVM and its Python workers). Writes a Markdown
+table to stdout and to ``bench/results/binlog-<server>-sf<scale>.md``.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.run import PeakRss, bench_parser, bench_server, load_orders, write_result  # noqa: E402
 from tests.helpers import binlog_end  # noqa: E402
-from tests.servers import ServerInfo  # noqa: E402
+from tests.servers import ServerInfo, mysql_chroot  # noqa: E402
+
+Range = tuple[str, int, str, int]  # start file, start position, end file, end position
+CORE = "mysql_cdc core: BinlogPhase.changes"
 
 
-def raw_loop(info: ServerInfo, file: str, pos: int, end_file: str, end_pos: int) -> int:
+def raw_loop(info: ServerInfo, rng: Range) -> int:
     """The plain library loop: row events of tpch.orders, every row decoded, counted as change rows."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+    file, pos, end_file, end_pos = rng
     stream = BinLogStreamReader(
         connection_settings={"host": info.host, "port": info.port, "user": info.user, "passwd": info.password},
         server_id=4_000_001, blocking=False, resume_stream=True, log_file=file, log_pos=pos,
@@ -47,14 +71,150 @@ def raw_loop(info: ServerInfo, file: str, pos: int, end_file: str, end_pos: int)
     return n
 
 
-def main() -> None:
-    args = bench_parser(__doc__, 0.1).parse_args()
-    with bench_server(args.server) as (info, work):
+def core(info: ServerInfo, rng: Range, decoder: str) -> Callable[[], int]:
+    """The core read of the range, set up (schema described) and ready to run."""
+    from mysql_cdc.offsets import BinlogOffset
+    from mysql_cdc.options import ConnectionProfile, parse_options
+    from mysql_cdc.planner.plan import describe_table
+    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom
+
+    profile = ConnectionProfile(host=info.host, port=info.port, user=info.user, password=info.password)
+    opts = parse_options({"table": "tpch.orders", "startup": "offset", "startup_offset": f"{rng[0]}:{rng[1]}",
+                          "row_decoder": decoder})
+    facts, schema = describe_table(profile, opts, "tpch.orders")
+    phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
+    return lambda: sum(1 for _ in phase.changes(ReadFrom(BinlogOffset(rng[0], rng[1])),
+                                                BinlogOffset(rng[2], rng[3])))
+
+
+def _child(target: str, info: ServerInfo, rng: Range, ready: Any, out: Any) -> None:
+    action: Callable[[], int] = (lambda: raw_loop(info, rng)) if target == "raw" else core(info, rng, target)
+    ready.wait()  # every part starts reading at once
+    t = time.monotonic()
+    rows = action()
+    out.put((t, time.monotonic(), rows))
+
+
+def in_child(target: str, info: ServerInfo, rng: Range, parts: int = 1) -> tuple[float, int, int]:
+    """Seconds, change rows and peak RSS (bytes, summed) of one read in fresh processes: one, or one per part
+    of the range cut as parallel catch-up cuts it (the seconds then run from the common start to the last
+    end; CLOCK_MONOTONIC is one clock for every process)."""
+    ranges = cut_range(info, rng, parts) if parts > 1 else [rng]
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    ready = ctx.Barrier(len(ranges))
+    procs = [ctx.Process(target=_child, args=(target, info, r, ready, out)) for r in ranges]
+    for proc in procs:
+        proc.start()
+    with PeakRss(lambda: [p.pid for p in procs if p.pid]) as mem:
+        results = [out.get(timeout=3600) for _ in procs]
+        for proc in procs:
+            proc.join()
+    secs = max(end for _, end, _ in results) - min(start for start, _, _ in results)
+    return secs, sum(rows for _, _, rows in results), mem.peak_total
+
+
+def cut_range(info: ServerInfo, rng: Range, parts: int) -> list[Range]:
+    from mysql_cdc.offsets import BinlogOffset
+    from mysql_cdc.options import ConnectionProfile, parse_options
+    from mysql_cdc.planner.plan import describe_table
+    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom
+    from mysql_cdc.udtf.stream_reader import SPLIT_MIN_BYTES
+
+    profile = ConnectionProfile(host=info.host, port=info.port, user=info.user, password=info.password)
+    opts = parse_options({"table": "tpch.orders"})
+    facts, schema = describe_table(profile, opts, "tpch.orders")
+    phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
+    cuts = phase.split(ReadFrom(BinlogOffset(rng[0], rng[1])), BinlogOffset(rng[2], rng[3]), parts, SPLIT_MIN_BYTES)
+    points = [(rng[0], rng[1]), *((c.file, c.pos) for c in cuts), (rng[2], rng[3])]
+    return [(a[0], a[1], b[0], b[1]) for a, b in zip(points, points[1:])]
+
+
+def c_decoder(info: ServerInfo, rng: Range, work: str) -> tuple[float, int, int]:
+    """The server's own C decoder reading the range from the server (as a replica would), rows printed as
+    text (``-v``) and counted by awk. The password travels in an option file only its owner may read."""
+    if info.kind == "mariadb":
+        prefix, cnf, cnf_arg = [], os.path.join(work, "client.cnf"), None
+        program = "mariadb-binlog"
+    else:  # MySQL's own mysqlbinlog, from the server's chroot (MariaDB's cannot read MySQL 9's binlog)
+        root = mysql_chroot()
+        prefix, cnf, program = ["chroot", root], os.path.join(root, "tmp", f"bench-{os.getpid()}.cnf"), "mysqlbinlog"
+        cnf_arg = "/tmp/" + os.path.basename(cnf)
+    fd = os.open(cnf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, f"[client]\nuser={info.user}\npassword={info.password}\n".encode())
+    os.close(fd)
+    try:
+        cmd = [*prefix, program, f"--defaults-extra-file={cnf_arg or cnf}", "--read-from-remote-server",
+               f"--host={info.host}", f"--port={info.port}", "-v", "--base64-output=DECODE-ROWS",
+               f"--start-position={rng[1]}", f"--stop-position={rng[3]}", rng[0]]
+        if rng[2] != rng[0]:
+            raise SystemExit(f"the range spans {rng[0]} .. {rng[2]}; the C decoder run reads one file")
+        t = time.monotonic()
+        dec = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+        awk = subprocess.Popen(["awk", "/^### (INSERT|DELETE)/ {n++} /^### UPDATE/ {n += 2} END {print n + 0}"],
+                               stdin=dec.stdout, stdout=subprocess.PIPE)
+        assert dec.stdout is not None
+        dec.stdout.close()
+        with PeakRss(lambda: [dec.pid]) as mem:
+            counted, _ = awk.communicate()
+            dec.wait()
+        secs = time.monotonic() - t
+        if dec.returncode != 0:
+            raise SystemExit(f"{program} failed with exit code {dec.returncode}")
+        return secs, int(counted.decode().strip()), mem.peak_total
+    finally:
+        os.unlink(cnf)
+
+
+def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
+                   ) -> list[tuple[str, list[tuple[float, int, int]]]]:
+    from pyspark.sql import SparkSession
+
+    import mysql_cdc
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "2g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    mysql_cdc.register(spark, {"bench": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"})
+    sql = ("SELECT * FROM mysql_cdc_binlog(source => 'bench', table => 'tpch.orders', startup => 'offset', "
+           f"startup_offset => '{rng[0]}:{rng[1]}', end => '{rng[2]}:{rng[3]}')")
+
+    def stream(parts: int) -> int:
+        base = tempfile.mkdtemp(dir=work)
+        counts: list[int] = []
+        q = (spark.readStream.format("mysql_cdc").option("source", "bench").option("table", "tpch.orders")
+             .option("startup", "offset").option("startup_offset", f"{rng[0]}:{rng[1]}")
+             .option("binlog_partitions", parts)
+             .option("state_dir", os.path.join(base, "state")).load().writeStream
+             .foreachBatch(lambda df, _: counts.append(df.count()))
+             .option("checkpointLocation", os.path.join(base, "ck")).trigger(availableNow=True).start())
+        q.awaitTermination(3600)
+        return sum(counts)
+
+    out = []
+    for name, action in (("mysql_cdc_binlog (Spark SQL, one task, count)", lambda: int(spark.sql(sql).count())),
+                         ("stream (readStream, availableNow, one task, count)", lambda: stream(1)),
+                         ("stream, binlog_partitions 2 (parallel catch-up: two tasks)", lambda: stream(2))):
+        runs = []
+        for _ in range(repeat):
+            with PeakRss(lambda: [jvm_pid]) as mem:
+                t = time.monotonic()
+                rows = action()
+                runs.append((time.monotonic() - t, rows, mem.peak_total))
+        out.append((name, runs))
+    spark.stop()
+    return out
+
+
+def run_server(kind: str, scale: float, repeat: int) -> str:
+    with bench_server(kind) as (info, work):
         conn = info.connect(root=True)
         cur = conn.cursor()
-        n = load_orders(info, args.scale, work)
+        n = load_orders(info, scale, work)
         # the DDL of the load stays before the range: a read stops at a schema change of its table
         cur.execute("CREATE TABLE tpch.orders_copy AS SELECT * FROM tpch.orders")
+        cur.execute("SET GLOBAL max_binlog_size = 1073741824")
         cur.execute("FLUSH BINARY LOGS")
         start_file, start_pos, _ = binlog_end(conn)
         t = time.monotonic()
@@ -66,72 +226,46 @@ def main() -> None:
         conn.commit()
         end_file, end_pos, _ = binlog_end(conn)
         conn.close()
+        rng = (start_file, int(start_pos), end_file, int(end_pos))
         changes = 4 * n
-        print(f"deleted, re-inserted and updated {n} rows of TPC-H orders (sf {args.scale}) in {args.server}: "
-              f"{changes} change "
-              f"rows in {start_file}:{start_pos} .. {end_file}:{end_pos}, {time.monotonic() - t:.1f} s",
-              flush=True)
-        results = run_all(info, (start_file, int(start_pos)), (end_file, int(end_pos)), changes, args.repeat)
-    lines = [f"Binlog read of {changes} change rows of TPC-H orders ({n} deletes, {n} inserts, {n} updates), "
-             f"{args.server}, best of {args.repeat}; {os.cpu_count()} cores.", "",
-             "| reader | seconds | change rows/s | peak RSS (MB) |", "| --- | --- | --- | --- |"]
-    for name, secs, rows, rss in results:
-        lines.append(f"| {name} | {secs:.2f} | {rows / secs:,.0f} | {rss / 2**20:,.0f} |")
-    write_result(f"binlog-{args.server}-sf{args.scale:g}", "\n".join(lines))
+        print(f"{kind}: deleted, re-inserted and updated {n} rows of TPC-H orders (sf {scale}): {changes} change "
+              f"rows in {start_file}:{start_pos} .. {end_file}:{end_pos}, {time.monotonic() - t:.1f} s", flush=True)
+        results: list[tuple[str, list[tuple[float, int, int]]]] = []
+        c_name = "C decoder (mariadb-binlog -v)" if kind == "mariadb" else "C decoder (mysqlbinlog -v)"
+        results.append((c_name, [c_decoder(info, rng, work) for _ in range(repeat)]))
+        for target, parts, name in (
+                ("raw", 1, "python-mysql-replication loop (rows decoded to dicts, nothing else)"),
+                ("library", 1, f"{CORE}, row_decoder library (before issue 15)"),
+                ("planned", 1, f"{CORE}, row_decoder planned (default)"),
+                ("planned", 2, f"{CORE}, planned, the range cut in two, two processes (parallel catch-up)")):
+            results.append((name, [in_child(target, info, rng, parts) for _ in range(repeat)]))
+            print(f"{name}: {min(r[0] for r in results[-1][1]):.2f} s", flush=True)
+        results += spark_surfaces(info, rng, repeat, work)
+    return table(kind, n, changes, repeat, results)
 
 
-def run_all(info: ServerInfo, start: tuple[str, int], end: tuple[str, int], changes: int, repeat: int
-            ) -> list[tuple[str, float, int, int]]:
-    from pyspark.sql import SparkSession
+def table(kind: str, n: int, changes: int, repeat: int, results: list[tuple[str, list[tuple[float, int, int]]]]
+          ) -> str:
+    best = {name: min(runs) for name, runs in results}
+    core_secs = best[f"{CORE}, row_decoder planned (default)"][0]
+    c_secs = next(secs for name, (secs, _, _) in best.items() if name.startswith("C decoder"))
+    lines = [f"Binlog read of {changes:,} change rows of TPC-H orders ({n:,} deletes, {n:,} inserts, {n:,} updates, "
+             f"one transaction each), {kind}; best of {repeat}; {os.cpu_count()} cores. 'of core': this reader's "
+             "rate over the core reader's (planned decoder); 'of C': over the C decoder's.", "",
+             "| reader | seconds | change rows/s | of core | of C | peak RSS (MB) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, (secs, rows, rss) in best.items():
+        note = "" if rows == changes else f" (read {rows:,} rows, expected {changes:,})"
+        lines.append(f"| {name}{note} | {secs:.2f} | {rows / secs:,.0f} | {core_secs / secs:.2f} | "
+                     f"{c_secs / secs:.2f} | {rss / 2**20:,.0f} |")
+    return "\n".join(lines)
 
-    import mysql_cdc
-    from mysql_cdc.offsets import BinlogOffset
-    from mysql_cdc.options import ConnectionProfile, parse_options
-    from mysql_cdc.planner.plan import describe_table
-    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom
 
-    out: list[tuple[str, float, int, int]] = []
-    me = os.getpid()
-
-    def timed(name: str, action: Callable[[], int], pids: Callable[[], list[int]]) -> None:
-        best = None
-        for _ in range(repeat):
-            with PeakRss(pids) as mem:
-                t = time.monotonic()
-                rows = action()
-                secs = time.monotonic() - t
-            if rows != changes:
-                print(f"warning: {name} read {rows} change rows, expected {changes}", flush=True)
-            if best is None or secs < best[1]:
-                best = (name, secs, rows, mem.peak_total)
-        assert best is not None
-        out.append(best)
-        print(f"{name}: {best[1]:.2f} s", flush=True)
-
-    timed("python-mysql-replication loop (decode rows only)", lambda: raw_loop(info, *start, *end), lambda: [me])
-    profile = ConnectionProfile(host=info.host, port=info.port, user=info.user, password=info.password)
-    opts = parse_options({"table": "tpch.orders", "startup": "offset", "startup_offset": f"{start[0]}:{start[1]}"})
-    facts, schema = describe_table(profile, opts, "tpch.orders")
-
-    def core() -> int:
-        phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
-        return sum(1 for _ in phase.changes(ReadFrom(BinlogOffset(*start)), BinlogOffset(*end)))
-
-    timed("mysql_cdc BinlogPhase.changes (one process)", core, lambda: [me])
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "2g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
-    mysql_cdc.register(spark, {"bench": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"})
-    sql = ("SELECT * FROM mysql_cdc_binlog(source => 'bench', table => 'tpch.orders', startup => 'offset', "
-           f"startup_offset => '{start[0]}:{start[1]}', end => '{end[0]}:{end[1]}')")
-
-    def spark_sql() -> int:
-        return int(spark.sql(sql).count())
-
-    timed("mysql_cdc_binlog (Spark SQL, local[1], count)", spark_sql, lambda: [jvm_pid])
-    spark.stop()
-    return out
+def main() -> None:
+    args = bench_parser(__doc__, 0.1, both=True).parse_args()
+    kinds = ["mariadb", "mysql"] if args.server == "both" else [args.server]
+    sections = [run_server(kind, args.scale, args.repeat) for kind in kinds]
+    write_result(f"binlog-{args.server}-sf{args.scale:g}", "\n\n".join(sections))
 
 
 if __name__ == "__main__":

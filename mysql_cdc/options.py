@@ -79,6 +79,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "else by snapshotting that table again (a stream of one table stops once to be restarted with new "
                "columns, or for good where it would need a new snapshot); stop: every such statement stops the "
                "stream (see Schema changes)"),
+    OptionSpec("binlog_partitions", int, 1,
+               "streaming: Spark tasks that read one micro-batch's binlog range at once, cut at transaction "
+               "boundaries into parts of at least 1 MB (parallel catch-up of a backlog); 1: one reader"),
     OptionSpec("row_decoder", str, "planned",
                "planned: binlog row images are decoded by a reader compiled per table map (fast); library: by "
                "python-mysql-replication's generic decoder (the same values, several times slower)"),
@@ -152,6 +155,7 @@ class CdcOptions:
     max_chunks_per_batch: int = 0
     max_rows_per_batch: int = 0
     schema_changes: str = "follow"
+    binlog_partitions: int = 1
     row_decoder: str = "planned"
     allow_unlogged_cascades: bool = False
 
@@ -264,6 +268,8 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError(f"bad watermark {opts.watermark!r}; expected one of {', '.join(WATERMARKS)}")
     if opts.connect_timeout <= 0:
         raise ConfigError(f"connect_timeout must be > 0 seconds, got {opts.connect_timeout!r}")
+    if opts.binlog_partitions < 1:
+        raise ConfigError(f"binlog_partitions must be >= 1, got {opts.binlog_partitions!r}")
     if opts.row_decoder not in ROW_DECODERS:
         raise ConfigError(f"bad row_decoder {opts.row_decoder!r}; expected one of {', '.join(ROW_DECODERS)}")
     if opts.schema_changes not in SCHEMA_CHANGES:

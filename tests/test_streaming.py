@@ -131,6 +131,13 @@ def _check(spark: Any, out: str, info: ServerInfo, db: str) -> list[tuple[Any, .
     return changes
 
 
+def _batch_files(out: str, batch: int) -> list[str]:
+    """The files the parquet sink committed for a batch (its log in ``_spark_metadata``): one per Spark task
+    that wrote rows."""
+    with open(os.path.join(out, "_spark_metadata", str(batch))) as f:
+        return [json.loads(line)["path"] for line in f.read().splitlines()[1:] if line.strip()]
+
+
 def _checkpoint_state(ck: str) -> tuple[int, str | None]:
     """(committed batches, phase of the last planned offset)."""
     commits = [n for n in os.listdir(os.path.join(ck, "commits"))] if os.path.isdir(os.path.join(ck, "commits")) \
@@ -175,13 +182,20 @@ def test_stream_snapshot_then_binlog_mirror_equals_source(
             assert q.awaitTermination(300), "the availableNow query did not end"
             assert q.exception() is None
             wait_until(lambda: churn.ops > 50, 60, "writes during the stream")
-        # writes stopped: one more availableNow run from the same checkpoint catches up to the end
-        q = start_stream(spark, *args, "availableNow", max_chunks=3, chunk_size=200)
+        # writes stopped: a backlog (changes between 2 MB of rows of a table not captured), then one more
+        # availableNow run from the same checkpoint catches up to the end, its range read by two tasks at once
+        cur = root.cursor()
+        cur.execute("CREATE TABLE pad (id INT AUTO_INCREMENT PRIMARY KEY, b LONGBLOB)")
+        for i in range(8):
+            cur.execute("UPDATE t SET v = v + 1 WHERE id BETWEEN %s AND %s", (500 * i, 500 * i + 40))
+            cur.execute("INSERT INTO pad (b) VALUES (REPEAT('x', 262144))")
+        q = start_stream(spark, *args, "availableNow", max_chunks=3, chunk_size=200, binlog_partitions=2)
         assert q.awaitTermination(300) and q.exception() is None
         changes = _check(spark, str(tmp_path / "out"), info, db)
         assert changes, "no change came from the binlog phase"
         committed, phase = _checkpoint_state(str(tmp_path / "ck"))
         assert phase == "binlog" and committed >= 4  # ten chunks, three per batch, then the binlog
+        assert len(_batch_files(str(tmp_path / "out"), committed - 1)) == 2  # the backlog's two parts
     finally:
         if remote is not None:
             remote.stop()

@@ -5,9 +5,10 @@ file over this: :mod:`.sql_functions` (the SQL table functions), :mod:`.batch_so
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -141,13 +142,32 @@ def meta_values(read: ChunkRead) -> tuple[Any, ...]:
             None, "insert", SNAPSHOT_SEQUENCE, None)
 
 
+def change_meta_columns(changes: Sequence[Change]) -> list[list[Any]]:
+    """The metadata columns' values of change rows, column by column (:data:`META_COLUMNS`): made per column,
+    the strings and times a transaction's rows share once (a change row's hot path).
+
+    >>> from mysql_cdc.udtf.binlog import Change
+    >>> ch = Change(TableId("d", "t"), "+U", (1,), "binlog.000002", 900, 3, "0-1-7", 1700000000, 8589935492)
+    >>> [col[0] for col in change_meta_columns([ch])][:9]
+    ['+U', 'd', 't', None, '{"file":"binlog.000002","pos":900,"gtid":"0-1-7"}', 'binlog.000002', 900, 3, '0-1-7']
+    >>> [col[0] for col in change_meta_columns([ch])][9:]
+    ['update_postimage', 8589935492, datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.timezone.utc)]
+    """
+    files = {f: json.dumps(f) for f in {c.file for c in changes}}
+    gtids = {g: json.dumps(g) for g in {c.gtid for c in changes} if g}
+    times = {t: dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in {c.timestamp for c in changes}}
+    return [[c.op for c in changes], [c.table.database for c in changes], [c.table.table for c in changes],
+            [None] * len(changes),
+            [f'{{"file":{files[c.file]},"pos":{c.pos},"gtid":{gtids[c.gtid]}}}' if c.gtid else
+             f'{{"file":{files[c.file]},"pos":{c.pos}}}' for c in changes],
+            [c.file for c in changes], [c.pos for c in changes], [c.row for c in changes],
+            [c.gtid for c in changes], [CHANGE_TYPES[c.op] for c in changes], [c.seq for c in changes],
+            [times[c.timestamp] for c in changes]]
+
+
 def change_meta(ch: Change) -> tuple[Any, ...]:
     """The metadata columns' values of a change row."""
-    pos: dict[str, Any] = {"file": ch.file, "pos": ch.pos}
-    if ch.gtid:
-        pos["gtid"] = ch.gtid
-    return (ch.op, ch.table.database, ch.table.table, None, json.dumps(pos, separators=(",", ":")), ch.file,
-            ch.pos, ch.row, ch.gtid, CHANGE_TYPES[ch.op], ch.seq, ch.commit_time())
+    return tuple(col[0] for col in change_meta_columns([ch]))
 
 
 def check_recorded(opts: CdcOptions, chunks: tuple[Chunk, ...] | list[Chunk]) -> dict[str, BinlogOffset]:
@@ -223,17 +243,44 @@ def _typed(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _arrays(columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:
+    """A record batch of ``schema`` from one list (or Arrow array) per column."""
+    return pa.RecordBatch.from_arrays([col if isinstance(col, pa.Array) else pa.array(col, type=schema.field(i).type)
+                                       for i, col in enumerate(columns)], schema=schema)
+
+
+def _meta_arrays(changes: Sequence[Change]) -> list[Any]:
+    """:func:`change_meta_columns` with the columns that are cheaper so made as Arrow arrays: a value the whole
+    batch shares repeated, the commit time cast from its seconds."""
+    cols: list[Any] = change_meta_columns(changes)
+    n = len(changes)
+    for i in (1, 2, 5, 8):  # __database, __table, __file, __gtid: often one value in a batch
+        first = cols[i][0]
+        if all(v == first for v in cols[i]):
+            cols[i] = pa.repeat(pa.scalar(first, pa.string()), n) if first is not None else pa.nulls(n, pa.string())
+    cols[3] = pa.nulls(n, pa.string())
+    cols[11] = pa.array([c.timestamp for c in changes], pa.int64()).cast(pa.timestamp("s", "UTC")).cast(
+        _META_ARROW["TIMESTAMP"])
+    return cols
+
+
 def changes_to_batches(changes: Iterator[Change], schema: TableSchema, opts: CdcOptions, out_schema: pa.Schema,
                        size: int) -> Iterator[pa.RecordBatch]:
     """Change rows as record batches of the output schema, ``size`` rows at a time."""
-    buf: list[tuple[Any, ...]] = []
+    width = len(schema.columns)
+
+    def batch(buf: list[Change]) -> pa.RecordBatch:
+        values = [list(c) for c in zip(*(ch.values for ch in buf))] or [[] for _ in range(width)]
+        return _arrays([*values, *_meta_arrays(buf)], out_schema)
+
+    buf: list[Change] = []
     for ch in changes:
-        buf.append((*ch.values, *change_meta(ch)))
+        buf.append(ch)
         if len(buf) >= size:
-            yield _typed(buf, out_schema)
+            yield batch(buf)
             buf = []
     if buf:
-        yield _typed(buf, out_schema)
+        yield batch(buf)
 
 
 # ---- many tables in one output: the envelope ----
@@ -305,7 +352,7 @@ class Output:
         for t, idx in by_table.items():  # typed as a single-table read types them, then written as JSON
             for i, text in zip(idx, encode_rows(_typed([changes[i].values for i in idx], self._values[t]))):
                 texts[i] = text
-        return _typed([(text, *change_meta(ch)) for text, ch in zip(texts, changes)], ENVELOPE_ARROW)
+        return _arrays([texts, *_meta_arrays(changes)], ENVELOPE_ARROW)
 
 
 def reset_batch(tables: list[TableId], at: Mapping[str, Any]) -> pa.RecordBatch:

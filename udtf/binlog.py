@@ -439,6 +439,26 @@ class BinlogPhase:
                 pass
         return found
 
+    def boundaries(self, start: ReadFrom, end: BinlogOffset) -> list[BinlogOffset]:
+        """The end of every transaction after ``start`` up to ``end`` (a boundary scan: no row is decoded, and a
+        DDL statement is a boundary like any other)."""
+        out: list[BinlogOffset] = []
+        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
+                                         auto_position=start.auto_position, end=end, skip_before=start.skip_before,
+                                         decode_rows=False, on_schema_change=lambda ch: None):
+                out.append(BinlogOffset(txn.file, txn.end))
+        return out
+
+    def split(self, start: ReadFrom, end: BinlogOffset, parts: int, min_bytes: int) -> list[BinlogOffset]:
+        """Where a range is cut to be read by ``parts`` readers at once (parallel catch-up): transaction
+        boundaries inside it, about as many bytes apart (:func:`split_points`); none when the range is too short
+        (under ``min_bytes`` a part) or its start is a GTID set alone."""
+        if parts < 2 or not start.offset.file:
+            return []
+        sizes = dict(binary_logs(self.profile))
+        return split_points(start.offset, end, self.boundaries(start, end), sizes, parts, min_bytes)
+
     def row_columns(self, start: ReadFrom, end: BinlogOffset) -> list[str] | None:
         """The columns (as the binlog's table map names them) of the first row of the tables changed after
         ``start`` up to ``end``; ``None`` when no row was."""
@@ -500,6 +520,54 @@ class BinlogPhase:
                 image = 2 * r.ordinal + (op == "+U") if r.op == "update" else r.ordinal
                 yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, txn.timestamp,
                              change_sequence(r.file, r.start, image))
+
+
+def split_points(start: BinlogOffset, end: BinlogOffset, boundaries: list[BinlogOffset], sizes: Mapping[str, int],
+                 parts: int, min_bytes: int) -> list[BinlogOffset]:
+    """Transaction boundaries that cut the range ``start`` .. ``end`` into at most ``parts`` pieces of about
+    equal bytes, each at least ``min_bytes`` (``sizes``: the binlog files' sizes, to measure a range across
+    files). A piece ends at a boundary, so each is read like any range, and the emit rule, which holds per
+    event, gives each change in exactly one piece.
+
+    Worked example: a range of 300 bytes in one file with boundaries at 100, 180, 250 and 300, cut in three,
+    aims at 100 and 200 bytes from its start and takes the boundary nearest each aim (after the cut before):
+
+    >>> cut = split_points(BinlogOffset("b.1", 0), BinlogOffset("b.1", 300),
+    ...                    [BinlogOffset("b.1", p) for p in (100, 180, 250, 300)], {"b.1": 300}, 3, 50)
+    >>> [o.pos for o in cut]
+    [100, 180]
+    >>> split_points(BinlogOffset("b.1", 0), BinlogOffset("b.1", 300), [BinlogOffset("b.1", 300)], {"b.1": 300},
+    ...              3, 50)  # one transaction: nothing to cut
+    []
+    >>> [(o.file, o.pos) for o in split_points(BinlogOffset("b.1", 200), BinlogOffset("b.2", 200),
+    ...     [BinlogOffset("b.1", 300), BinlogOffset("b.2", 50), BinlogOffset("b.2", 200)], {"b.1": 300, "b.2": 900},
+    ...     2, 50)]  # across a rotation: 100 bytes left in b.1, 200 read of b.2
+    [('b.2', 50)]
+    """
+    order = sorted(sizes, key=binlog_file_key)
+    before: dict[str, int] = {}
+    total = 0
+    for f in order:
+        before[f] = total
+        total += sizes[f]
+
+    def at(o: BinlogOffset) -> int | None:
+        return None if o.file not in before else before[o.file] + o.pos
+
+    first, last = at(start), at(end)
+    if first is None or last is None or last <= first:
+        return []
+    parts = min(parts, (last - first) // max(1, min_bytes))
+    inside = [(g, b) for b in boundaries if (g := at(b)) is not None and first < g < last]
+    cut: list[BinlogOffset] = []
+    prev = first
+    for i in range(1, parts):
+        aim = first + (last - first) * i // parts
+        found = min(((g, b) for g, b in inside if g > prev), key=lambda gb: abs(gb[0] - aim), default=None)
+        if found is not None:
+            prev = found[0]
+            cut.append(found[1])
+    return cut
 
 
 def read_from(profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,

@@ -59,6 +59,9 @@ from mysql_cdc.udtf.snapshot import ChunkRead, SnapshotReader
 log = logging.getLogger("mysql_cdc")
 
 
+SPLIT_MIN_BYTES = 1 << 20  # parallel catch-up: no part of a micro-batch's binlog range is shorter
+
+
 @dataclass(frozen=True)
 class BinlogPartition(InputPartition):
     """One Spark partition reading the binlog of ``tables`` (``[db, table]`` pairs) from ``start`` up to
@@ -564,9 +567,18 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin = ReadFrom.from_dict(start)
             rounds = int(start.get("rounds", 1))
             initial = (self.opts.startup == "initial" or rounds > 1) and self._needs_rules(begin, rounds)
-        tables = tuple((t.database, t.table) for t in self._captured(rounds))
-        return [BinlogPartition(begin.to_dict(), {"file": end["file"], "pos": int(end["pos"])}, initial, tables,
-                                self.opts.schema_changes == "follow")]
+        captured = self._captured(rounds)
+        tables = tuple((t.database, t.table) for t in captured)
+        stop = BinlogOffset(str(end["file"]), int(end["pos"]))
+        cuts: list[BinlogOffset] = []
+        if self.opts.binlog_partitions > 1:  # parallel catch-up: the range cut at transaction boundaries
+            phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), {})
+            cuts = phase.split(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES)
+        starts = [begin.to_dict(), *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before).to_dict()
+                                     for c in cuts)]
+        ends = [{"file": c.file, "pos": c.pos} for c in cuts] + [{"file": stop.file, "pos": stop.pos}]
+        return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow")
+                for a, b in zip(starts, ends)]
 
     def _needs_rules(self, begin: ReadFrom, rounds: int) -> bool:
         """Whether a read from ``begin`` can meet events some chunk already holds. Past the largest high
