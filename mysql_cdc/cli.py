@@ -209,7 +209,7 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     for key, value in (("table", ns.table), ("tables", ns.tables), ("exclude", ns.exclude),
                        ("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
                        ("max_rows_per_batch", ns.max_rows_per_batch), ("chunk_key", ns.chunk_key),
-                       ("schema_changes", ns.schema_changes)):
+                       ("schema_changes", ns.schema_changes), ("binlog_partitions", ns.binlog_partitions)):
         if value is not None:
             reader = reader.option(key, value)
     writer = (reader.load().writeStream.format(ns.format).option("path", ns.out)
@@ -287,7 +287,8 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     spark = _local_spark(ns.master, "mysql-cdc sync")
     batches: list[Any] = []
     extra = {k: v for k, v in (("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
-                               ("max_rows_per_batch", ns.max_rows_per_batch), ("schema_changes", ns.schema_changes))
+                               ("max_rows_per_batch", ns.max_rows_per_batch), ("schema_changes", ns.schema_changes),
+                               ("binlog_partitions", ns.binlog_partitions))
              if v is not None}
     query = mysql_cdc.sync(spark, to=ns.to, checkpoint=ns.checkpoint, state_dir=ns.state_dir, tables=ns.tables,
                            source=ns.source, exclude=ns.exclude, trigger_seconds=ns.interval, once=ns.once,
@@ -363,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     src = "connection profile name: $MYSQL_CDC_PROFILE_<NAME> or an entry of $MYSQL_CDC_PROFILES_FILE"
     chunk_size = "rows per chunk (default: about 16 MiB of rows, by the table's average row length)"
+    binlog_partitions = ("Spark tasks reading one micro-batch's binlog range at once, cut at transaction boundaries "
+                         "into parts of at least 1 MB: parallel catch-up of a backlog (default 1)")
     schema_changes = ("follow (default: DDL on a captured table is followed, in place or by snapshotting that table "
                       "again) or stop (the first DDL stops the job)")
     chunk_key = ("columns that split tables without a primary key (may repeat and be NULL), or '<pattern>:<columns>' "
@@ -402,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--max-rows-per-batch", type=int,
                    help="binlog change rows per micro-batch, rounded up to whole transactions (default: no limit)")
     f.add_argument("--schema-changes", choices=SCHEMA_CHANGES, help=schema_changes)
+    f.add_argument("--binlog-partitions", type=int, help=binlog_partitions)
     f.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
     f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
     f.add_argument("--master", default="local[*]", help=master)
@@ -419,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--max-rows-per-batch", type=int,
                    help="binlog change rows per micro-batch, rounded up to whole transactions (default 200000)")
     y.add_argument("--schema-changes", choices=SCHEMA_CHANGES, help=schema_changes)
+    y.add_argument("--binlog-partitions", type=int, help=binlog_partitions)
     y.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
     y.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
     y.add_argument("--master", default="local[*]", help=master)

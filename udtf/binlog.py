@@ -306,6 +306,8 @@ class BinlogPhase:
         self._conv = {t: binlog_row_converter(s.columns, opts.tinyint1_as_boolean) for t, s in schemas.items()}
         self.decoders = RowDecoders(schemas, opts.tinyint1_as_boolean) if opts.row_decoder == "planned" else None
         self._names = {t: set(s.column_names) for t, s in schemas.items()}
+        self._ids = {(t.database, t.table): t for t in schemas}
+        self._ruled = any(rule is not None for rule in self.rules.values())
         self._orders = {t: KeyOrder(s) for t, s in schemas.items() if rules.get(t) is not None}
         self._keypos = {t: s.positions(s.chunk_key) for t, s in schemas.items()}
         self._conn: Any = None
@@ -470,19 +472,50 @@ class BinlogPhase:
                     return list(r.after if r.after is not None else r.before or {})
         return None
 
+    def _values(self, t: TableId, img: dict[str, Any] | tuple[Any, ...], r: Any) -> tuple[Any, ...]:
+        """An image's canonical values: decoded so by its table map's plan, or converted from the library's dict."""
+        if isinstance(img, tuple):
+            return img
+        if set(img) != self._names[t]:
+            raise SchemaChangedError(
+                f"table {str(t)!r} has columns {sorted(img)!r} at {r.file}:{r.pos}, but the stream "
+                f"was planned with {sorted(self._names[t])!r}; take a new snapshot of the table")
+        return self._conv[t](img)
+
+    def _every_change(self, txn: Transaction, first: int) -> Iterator[Change]:
+        """:meth:`_transaction` where no table has an emit rule (a read past every chunk, or from an offset):
+        every image is emitted, so none waits for a decision."""
+        n = first
+        for r in txn.rows:
+            t = self._ids.get((r.database, r.table)) or TableId(r.database, r.table)
+            if r.op == "update":
+                assert r.before is not None and r.after is not None
+                yield Change(t, "-U", self._values(t, r.before, r), r.file, r.pos, n, r.gtid, txn.timestamp,
+                             change_sequence(r.file, r.start, 2 * r.ordinal))
+                yield Change(t, "+U", self._values(t, r.after, r), r.file, r.pos, n + 1, r.gtid, txn.timestamp,
+                             change_sequence(r.file, r.start, 2 * r.ordinal + 1))
+                n += 2
+            else:
+                img = r.after if r.op == "insert" else r.before
+                assert img is not None
+                yield Change(t, "+I" if r.op == "insert" else "-D", self._values(t, img, r), r.file, r.pos, n,
+                             r.gtid, txn.timestamp, change_sequence(r.file, r.start, r.ordinal))
+                n += 1
+
     def _transaction(self, txn: Transaction, first: int = 0) -> Iterator[Change]:
         # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise. An image its
         # table's chunks already hold everywhere is not decoded at all: it may predate the table's snapshot
         # (a table added later, renamed into the capture) and have another shape.
+        if not self._ruled:
+            yield from self._every_change(txn, first)
+            return
         images: list[tuple[TableId, str, tuple[Any, ...], Any]] = []
-        vals: tuple[Any, ...]
         verdict: list[bool | None] = []
         pending: dict[TableId, list[int]] = {}
         for r in txn.rows:
             t = TableId(r.database, r.table)
             rule = self.rules.get(t)
             d = True if rule is None else rule.decided(BinlogOffset(r.file, r.pos), r.gtid)
-            conv = self._conv[t]
             pairs = ((("+I", r.after),) if r.op == "insert" else
                      (("-U", r.before), ("+U", r.after)) if r.op == "update" else (("-D", r.before),))
             for op, img in pairs:
@@ -491,14 +524,7 @@ class BinlogPhase:
                     images.append((t, op, (), r))
                     verdict.append(False)
                     continue
-                if isinstance(img, tuple):  # decoded by the table map's plan: canonical already
-                    vals = img
-                elif set(img) != self._names[t]:
-                    raise SchemaChangedError(
-                        f"table {str(t)!r} has columns {sorted(img)!r} at {r.file}:{r.pos}, but the stream "
-                        f"was planned with {sorted(self._names[t])!r}; take a new snapshot of the table")
-                else:
-                    vals = conv(img)
+                vals = self._values(t, img, r)
                 if d is None:
                     pending.setdefault(t, []).append(len(images))
                 images.append((t, op, vals, r))
