@@ -504,8 +504,9 @@ class BinlogPhase:
 
     def _transaction(self, txn: Transaction, first: int = 0) -> Iterator[Change]:
         # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise. An image its
-        # table's chunks already hold everywhere is not decoded at all: it may predate the table's snapshot
-        # (a table added later, renamed into the capture) and have another shape.
+        # table's chunks already hold everywhere is not converted: it may predate the table's snapshot (a table
+        # added later, renamed into the capture) and have another shape (its table map then does not fit the
+        # schema, so udtf.rowimage left it to the library, as a dict).
         if not self._ruled:
             yield from self._every_change(txn, first)
             return

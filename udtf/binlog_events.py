@@ -54,7 +54,9 @@ class BinlogRow(NamedTuple):
     database: str
     table: str
     op: str  # insert | update | delete
-    before: dict[str, Any] | tuple[Any, ...] | None  # see canonical
+    # an image: the canonical row tuple in the schema's column order (decoded by udtf.rowimage), or the
+    # library's dict of column name -> value (see canonical_image)
+    before: dict[str, Any] | tuple[Any, ...] | None
     after: dict[str, Any] | tuple[Any, ...] | None
     file: str
     pos: int  # end position of the event that carried the row
@@ -62,9 +64,6 @@ class BinlogRow(NamedTuple):
     timestamp: int
     start: int = 0  # start position of that event
     ordinal: int = 0  # the row's index in that event
-    # the images are canonical row tuples in the schema's column order (decoded by udtf.rowimage), not the
-    # library's dicts of column name -> value
-    canonical: bool = False
 
 
 def registered_replica_ids(conn: Any) -> set[int] | None:
@@ -508,7 +507,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     reads boundaries and DDL only: row events are not decoded (transactions come without rows). ``on_ddl``
     is told every DDL statement (with its default database) before the transaction it makes is yielded. With
     ``decoders``, rows events of tables whose table map matches their schema are decoded by
-    :mod:`udtf.rowimage` (rows come ``canonical``); others by the library. With ``piece`` > 0 (and no
+    :mod:`udtf.rowimage` (images come as canonical tuples); others by the library (dicts). With ``piece`` > 0 (and no
     ``skip_before``), a transaction is yielded in pieces of about that many rows as its rows events arrive, so
     that memory holds a piece, not a whole transaction; its last piece comes at its commit. The binlog holds a
     transaction's rows only once it committed (XA PREPARE excepted, refused as before)."""
@@ -562,7 +561,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     ts = 0
 
     pieces = piece > 0 and skip_before is None
-    in_pieces = False  # rows of the open transaction went out in pieces
+    in_pieces = ""  # the table whose rows of the open transaction went out in pieces first ("": none did)
     sent_upto: tuple[Any, ...] | None = None  # the last rows event whose rows went out in a piece
 
     ts_set = False  # the open transaction's time was read
@@ -576,7 +575,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
             last = key
         rows = []
         gtid = None
-        in_pieces = False
+        in_pieces = ""
         ts_set = False
         return txn
 
@@ -618,8 +617,9 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                 # statement of its own, which this reader does not follow: delivering them now could deliver
                 # rolled-back rows, dropping them would lose committed ones
                 if (rows or in_pieces) and (skip_before is None or ts >= skip_before):
+                    which = in_pieces or f"{rows[0].database}.{rows[0].table}"
                     raise BinlogError(
-                        f"table {rows[0].database}.{rows[0].table} was changed by an XA transaction prepared at "
+                        f"table {which} was changed by an XA transaction prepared at "
                         f"{file}:{pos} (XA PREPARE); its commit or rollback is logged later, apart from its rows, "
                         "and is not followed here, so its changes can be neither delivered nor skipped safely: "
                         "commit XA transactions on captured tables with XA COMMIT ... ONE PHASE (logged like any "
@@ -679,19 +679,19 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
             if images is not None:
                 if isinstance(ev, WriteRowsEvent):
                     rows.extend(BinlogRow(ev.schema, ev.table, "insert", None, img, file, pos, gtid, ts, ev_start,
-                                          i, True) for i, img in enumerate(images))
+                                          i) for i, img in enumerate(images))
                 elif isinstance(ev, UpdateRowsEvent):
                     rows.extend(BinlogRow(ev.schema, ev.table, "update", images[2 * i], images[2 * i + 1], file,
-                                          pos, gtid, ts, ev_start, i, True) for i in range(len(images) // 2))
+                                          pos, gtid, ts, ev_start, i) for i in range(len(images) // 2))
                 else:
                     rows.extend(BinlogRow(ev.schema, ev.table, "delete", img, None, file, pos, gtid, ts, ev_start,
-                                          i, True) for i, img in enumerate(images))
+                                          i) for i, img in enumerate(images))
             else:
                 rows.extend(_library_rows(ev, where, file, pos, gtid, ts, ev_start))
             if pieces and len(rows) >= piece:
+                in_pieces = in_pieces or f"{rows[0].database}.{rows[0].table}"
                 yield Transaction(gtid, file, pos, ts, tuple(rows), complete=False)
                 rows = []
-                in_pieces = True
                 sent_upto = BinlogOffset(file, pos).position_key()
     except BinlogError:
         raise
