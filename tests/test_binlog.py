@@ -407,6 +407,15 @@ def test_an_xa_transaction_on_a_captured_table_is_one_clear_error_and_one_phase_
     with pytest.raises(BinlogError, match=rf"{db}\.t was changed by an XA transaction prepared at .*XA PREPARE"):
         list(phase.changes(start, None))
     phase.close()
+    # the same when the prepared transaction is larger than fetch_size, and its rows went out in pieces first
+    after_two = binlog_end(root)
+    for stmt in ("XA START 'three'", "UPDATE t SET v = -3 WHERE id <= 40", "XA END 'three'", "XA PREPARE 'three'",
+                 "XA COMMIT 'three'"):
+        cur.execute(stmt)
+    small = BinlogPhase(profile, facts, parse_options({"tables": f"{db}\\.t", "fetch_size": 4}),
+                        {t: plans[0].schema}, {t: None})
+    with pytest.raises(BinlogError, match=rf"{db}\.t was changed by an XA transaction prepared at .*XA PREPARE"):
+        list(small.changes(ReadFrom(BinlogOffset(after_two[0], after_two[1])), None))
     cur.close()
 
 
