@@ -58,7 +58,7 @@ TYPES: dict[str, tuple[str, Any, Any]] = {
             lambda d: d.replace(tzinfo=UTC)),
     "tm6": ("TIME(6)", st.timedeltas(-dt.timedelta(hours=838, minutes=59, seconds=59),
                                      dt.timedelta(hours=838, minutes=59, seconds=59)), lambda t: t),
-    "y": ("YEAR", st.integers(1901, 2155), int),
+    "y": ("YEAR", st.just(0) | st.integers(1901, 2155), int),  # 0: YEAR 0000
     "bit": ("BIT(12)", st.integers(0, 4095), lambda n: n.to_bytes(2, "big")),
     "e": ("ENUM('a','b','é')", st.sampled_from(["a", "b", "é"]), str),
     "set": ("SET('x','y','z')", st.sets(st.sampled_from(["x", "y", "z"])),

@@ -370,7 +370,20 @@ def binlog_fixup(col: ColumnInfo) -> Converter | None:
         return lambda v: int(v, 2) if isinstance(v, str) else v
     if t == "json":
         return _binlog_json
+    if t == "year":
+        return _zero_year
     return None
+
+
+def _zero_year(v: Any) -> Any:
+    """The binlog stores a YEAR as its offset from 1900 in one byte, and YEAR 0000 as 0, which
+    python-mysql-replication decodes as 1900 (a year no YEAR column holds: they hold 1901-2155 and 0000); a
+    SELECT gives 0.
+
+    >>> _zero_year(1900), _zero_year(1901)
+    (0, 1901)
+    """
+    return 0 if v == 1900 else v
 
 
 def binlog_row_converter(columns: tuple[ColumnInfo, ...], tinyint1_as_boolean: bool = False
