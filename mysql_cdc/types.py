@@ -104,7 +104,7 @@ TYPE_TABLE: tuple[TypeRule, ...] = (
     TypeRule("DATETIME(p)", "TIMESTAMP_NTZ", "wall-clock value as stored; zero date -> NULL"),
     TypeRule("TIMESTAMP(p)", "TIMESTAMP", "the instant (UTC), independent of the server's time zone; zero -> NULL"),
     TypeRule("TIME(p)", "INTERVAL DAY TO SECOND", "signed, may exceed 24 hours"),
-    TypeRule("YEAR", "SMALLINT", ""),
+    TypeRule("YEAR", "SMALLINT", "YEAR 0000 is 0"),
     TypeRule("CHAR, VARCHAR, *TEXT", "STRING", "character sets: " + ", ".join(sorted(TEXT_CHARSETS))),
     TypeRule("CHAR, VARCHAR, *TEXT in another character set", "BINARY",
              "the stored bytes (no exact decoder here: big5, gbk, sjis, ujis, ...); cannot be a chunk key"),
