@@ -2,7 +2,7 @@
 the raw python-mysql-replication loop, on the same events, in a throwaway local server of each kind, one after
 the other in one run. A benchmark, not a test: it asserts nothing.
 
-    bash bench/binlog.sh [--server both|mariadb|mysql] [--scale 0.1] [--repeat 2]
+    bash bench/binlog.sh [--server both|mariadb|mysql] [--scale 0.1] [--repeat 2] [--readers planned,parallel]
 
 Loads TPC-H ``orders``, then (in the measured binlog range) deletes every row, inserts them again and updates
 every row, each in one transaction: four change rows per row (a delete, an insert, the before and after image
@@ -47,6 +47,7 @@ from tests.servers import ServerInfo, mysql_chroot  # noqa: E402
 
 Range = tuple[str, int, str, int]  # start file, start position, end file, end position
 CORE = "mysql_cdc core: BinlogPhase.changes"
+READERS = ("c", "raw", "library", "planned", "parallel", "spark")
 
 
 def raw_loop(info: ServerInfo, rng: Range) -> int:
@@ -207,7 +208,7 @@ def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
     return out
 
 
-def run_server(kind: str, scale: float, repeat: int) -> str:
+def run_server(kind: str, scale: float, repeat: int, readers: set[str]) -> str:
     with bench_server(kind) as (info, work):
         conn = info.connect(root=True)
         cur = conn.cursor()
@@ -231,24 +232,28 @@ def run_server(kind: str, scale: float, repeat: int) -> str:
         print(f"{kind}: deleted, re-inserted and updated {n} rows of TPC-H orders (sf {scale}): {changes} change "
               f"rows in {start_file}:{start_pos} .. {end_file}:{end_pos}, {time.monotonic() - t:.1f} s", flush=True)
         results: list[tuple[str, list[tuple[float, int, int]]]] = []
-        c_name = "C decoder (mariadb-binlog -v)" if kind == "mariadb" else "C decoder (mysqlbinlog -v)"
-        results.append((c_name, [c_decoder(info, rng, work) for _ in range(repeat)]))
-        for target, parts, name in (
-                ("raw", 1, "python-mysql-replication loop (rows decoded to dicts, nothing else)"),
-                ("library", 1, f"{CORE}, row_decoder library (before issue 15)"),
-                ("planned", 1, f"{CORE}, row_decoder planned (default)"),
-                ("planned", 2, f"{CORE}, planned, the range cut in two, two processes (parallel catch-up)")):
-            results.append((name, [in_child(target, info, rng, parts) for _ in range(repeat)]))
-            print(f"{name}: {min(r[0] for r in results[-1][1]):.2f} s", flush=True)
-        results += spark_surfaces(info, rng, repeat, work)
+        if "c" in readers:
+            c_name = "C decoder (mariadb-binlog -v)" if kind == "mariadb" else "C decoder (mysqlbinlog -v)"
+            results.append((c_name, [c_decoder(info, rng, work) for _ in range(repeat)]))
+        for key, target, parts, name in (
+                ("raw", "raw", 1, "python-mysql-replication loop (rows decoded to dicts, nothing else)"),
+                ("library", "library", 1, f"{CORE}, row_decoder library (before issue 15)"),
+                ("planned", "planned", 1, f"{CORE}, row_decoder planned (default)"),
+                ("parallel", "planned", 2, f"{CORE}, planned, the range cut in two, two processes (parallel "
+                 "catch-up)")):
+            if key in readers:
+                results.append((name, [in_child(target, info, rng, parts) for _ in range(repeat)]))
+                print(f"{name}: {min(r[0] for r in results[-1][1]):.2f} s", flush=True)
+        if "spark" in readers:
+            results += spark_surfaces(info, rng, repeat, work)
     return table(kind, n, changes, repeat, results)
 
 
 def table(kind: str, n: int, changes: int, repeat: int, results: list[tuple[str, list[tuple[float, int, int]]]]
           ) -> str:
     best = {name: min(runs) for name, runs in results}
-    core_secs = best[f"{CORE}, row_decoder planned (default)"][0]
-    c_secs = next(secs for name, (secs, _, _) in best.items() if name.startswith("C decoder"))
+    core_secs = best.get(f"{CORE}, row_decoder planned (default)", (float("nan"), 0, 0))[0]
+    c_secs = next((secs for name, (secs, _, _) in best.items() if name.startswith("C decoder")), float("nan"))
     lines = [f"Binlog read of {changes:,} change rows of TPC-H orders ({n:,} deletes, {n:,} inserts, {n:,} updates, "
              f"one transaction each), {kind}; best of {repeat}; {os.cpu_count()} cores. 'of core': this reader's "
              "rate over the core reader's (planned decoder); 'of C': over the C decoder's.", "",
@@ -262,10 +267,17 @@ def table(kind: str, n: int, changes: int, repeat: int, results: list[tuple[str,
 
 
 def main() -> None:
-    args = bench_parser(__doc__, 0.1, both=True).parse_args()
+    ap = bench_parser(__doc__, 0.1, both=True)
+    ap.add_argument("--readers", default=",".join(READERS),
+                    help=f"comma-separated subset of {','.join(READERS)} (default: all)")
+    args = ap.parse_args()
+    readers = set(args.readers.split(","))
+    if not readers <= set(READERS):
+        raise SystemExit(f"unknown readers {sorted(readers - set(READERS))}; choose from {','.join(READERS)}")
     kinds = ["mariadb", "mysql"] if args.server == "both" else [args.server]
-    sections = [run_server(kind, args.scale, args.repeat) for kind in kinds]
-    write_result(f"binlog-{args.server}-sf{args.scale:g}", "\n\n".join(sections))
+    sections = [run_server(kind, args.scale, args.repeat, readers) for kind in kinds]
+    suffix = "" if readers == set(READERS) else "-" + "-".join(r for r in READERS if r in readers)
+    write_result(f"binlog-{args.server}-sf{args.scale:g}{suffix}", "\n\n".join(sections))
 
 
 if __name__ == "__main__":
