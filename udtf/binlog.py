@@ -313,6 +313,7 @@ class BinlogPhase:
         self._conn: Any = None
         self.new_table_seen = False
         self.dropped: list[SchemaChange] = []
+        self.seen: list[BinlogOffset] = []  # boundaries the last batch_end scan passed (see keep_boundary)
         self.transactions = 0
         self.last: BinlogOffset | None = None
 
@@ -391,6 +392,7 @@ class BinlogPhase:
         ddl: list[SchemaChange] = []
         self.new_table_seen = False
         self.dropped = []
+        self.seen = []
         creating: list[str] = []
 
         def found(ch: SchemaChange) -> None:
@@ -417,6 +419,7 @@ class BinlogPhase:
                     if not txn.complete:
                         continue
                     last = BinlogOffset(txn.file, txn.end)
+                    keep_boundary(self.seen, last)
                     if self.dropped:  # the batch is the DROP statement alone
                         return last
                     if creating:  # the batch ends just after the statement: the next one adds the table
@@ -442,24 +445,27 @@ class BinlogPhase:
         return found
 
     def boundaries(self, start: ReadFrom, end: BinlogOffset) -> list[BinlogOffset]:
-        """The end of every transaction after ``start`` up to ``end`` (a boundary scan: no row is decoded, and a
-        DDL statement is a boundary like any other)."""
+        """Ends of transactions after ``start`` up to ``end``, at most one per :data:`BOUNDARY_STEP` bytes (a
+        boundary scan: no row is decoded, and a DDL statement is a boundary like any other)."""
         out: list[BinlogOffset] = []
         with claimed_server_id(self.profile, self.opts.server_ids) as sid:
             for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
                                          decode_rows=False, on_schema_change=lambda ch: None):
-                out.append(BinlogOffset(txn.file, txn.end))
+                keep_boundary(out, BinlogOffset(txn.file, txn.end))
         return out
 
-    def split(self, start: ReadFrom, end: BinlogOffset, parts: int, min_bytes: int) -> list[BinlogOffset]:
+    def split(self, start: ReadFrom, end: BinlogOffset, parts: int, min_bytes: int,
+              boundaries: list[BinlogOffset] | None = None) -> list[BinlogOffset]:
         """Where a range is cut to be read by ``parts`` readers at once (parallel catch-up): transaction
         boundaries inside it, about as many bytes apart (:func:`split_points`); none when the range is too short
-        (under ``min_bytes`` a part) or its start is a GTID set alone."""
+        (under ``min_bytes`` a part) or its start is a GTID set alone. ``boundaries``: the range's, when a scan
+        already found them (:attr:`seen` after :meth:`batch_end`), else the range is scanned."""
         if parts < 2 or not start.offset.file:
             return []
         sizes = dict(binary_logs(self.profile))
-        return split_points(start.offset, end, self.boundaries(start, end), sizes, parts, min_bytes)
+        found = self.boundaries(start, end) if boundaries is None else boundaries
+        return split_points(start.offset, end, found, sizes, parts, min_bytes)
 
     def row_columns(self, start: ReadFrom, end: BinlogOffset) -> list[str] | None:
         """The columns (as the binlog's table map names them) of the first row of the tables changed after
@@ -547,6 +553,24 @@ class BinlogPhase:
                 image = 2 * r.ordinal + (op == "+U") if r.op == "update" else r.ordinal
                 yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, txn.timestamp,
                              change_sequence(r.file, r.start, image))
+
+
+BOUNDARY_STEP = 64 << 10  # a cut needs no finer boundaries: a backlog of small transactions keeps few of them
+
+
+def keep_boundary(kept: list[BinlogOffset], boundary: BinlogOffset) -> None:
+    """Keep a transaction boundary for :func:`split_points` unless it is within :data:`BOUNDARY_STEP` bytes of
+    the last one kept in the same file (memory: a million small transactions keep a few thousand).
+
+    >>> kept: list[BinlogOffset] = []
+    >>> for pos in (100, 200, 70_000, 70_100, 140_000):
+    ...     keep_boundary(kept, BinlogOffset("binlog.000001", pos))
+    >>> keep_boundary(kept, BinlogOffset("binlog.000002", 4))
+    >>> [(o.file[-1], o.pos) for o in kept]
+    [('1', 100), ('1', 70000), ('1', 140000), ('2', 4)]
+    """
+    if not kept or kept[-1].file != boundary.file or boundary.pos - kept[-1].pos >= BOUNDARY_STEP:
+        kept.append(boundary)
 
 
 def split_points(start: BinlogOffset, end: BinlogOffset, boundaries: list[BinlogOffset], sizes: Mapping[str, int],

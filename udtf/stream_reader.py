@@ -3,6 +3,7 @@ forever, with small offsets (the chunk plan and the chunks' watermarks live in `
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -136,6 +137,9 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._look_for_tables = self.many  # at the start, and after a DDL statement named a table that matches
         self._target: BinlogOffset | None = None
         self._highest: dict[int, BinlogOffset] = {}
+        # the transaction boundaries of the range latestOffset just planned, found by its scan: partitions()
+        # cuts the range with them instead of scanning it again (a restart's replay scans)
+        self._planned: tuple[str, tuple[str, int], list[BinlogOffset]] | None = None
         self._rules_done: dict[int, dict[TableId, Any]] = {}
 
     # -- the captured tables --
@@ -368,6 +372,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             follow = self.opts.schema_changes == "follow"
             end = phase.batch_end(begin, end, max_rows, watch=self._watch(captured) if self.many else None,
                                   drops=self.many, follow=follow)
+            self._planned = (json.dumps(begin.to_dict(), sort_keys=True), (end.file, end.pos), phase.seen)
             self._look_for_tables = self._look_for_tables or phase.new_table_seen
             if phase.dropped:  # the batch is a DDL statement of captured tables alone
                 at = {"file": end.file, "pos": end.pos}
@@ -573,7 +578,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cuts: list[BinlogOffset] = []
         if self.opts.binlog_partitions > 1:  # parallel catch-up: the range cut at transaction boundaries
             phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), {})
-            cuts = phase.split(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES)
+            planned = self._planned
+            known = planned[2] if planned is not None and planned[:2] == (
+                json.dumps(begin.to_dict(), sort_keys=True), (stop.file, stop.pos)) else None
+            cuts = phase.split(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES, known)
         starts = [begin.to_dict(), *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before).to_dict()
                                      for c in cuts)]
         ends = [{"file": c.file, "pos": c.pos} for c in cuts] + [{"file": stop.file, "pos": stop.pos}]
