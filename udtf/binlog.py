@@ -492,20 +492,24 @@ class BinlogPhase:
         """:meth:`_transaction` where no table has an emit rule (a read past every chunk, or from an offset):
         every image is emitted, so none waits for a decision."""
         n = first
+        ts = txn.timestamp
         for r in txn.rows:
             t = self._ids.get((r.database, r.table)) or TableId(r.database, r.table)
+            before, after = r.before, r.after
             if r.op == "update":
-                assert r.before is not None and r.after is not None
-                yield Change(t, "-U", self._values(t, r.before, r), r.file, r.pos, n, r.gtid, txn.timestamp,
-                             change_sequence(r.file, r.start, 2 * r.ordinal))
-                yield Change(t, "+U", self._values(t, r.after, r), r.file, r.pos, n + 1, r.gtid, txn.timestamp,
-                             change_sequence(r.file, r.start, 2 * r.ordinal + 1))
+                assert before is not None and after is not None
+                seq = change_sequence(r.file, r.start, 2 * r.ordinal)  # the +U image's is the next one
+                yield Change(t, "-U", before if isinstance(before, tuple) else self._values(t, before, r), r.file,
+                             r.pos, n, r.gtid, ts, seq)
+                yield Change(t, "+U", after if isinstance(after, tuple) else self._values(t, after, r), r.file,
+                             r.pos, n + 1, r.gtid, ts, seq + 1)
                 n += 2
             else:
-                img = r.after if r.op == "insert" else r.before
+                img = after if r.op == "insert" else before
                 assert img is not None
-                yield Change(t, "+I" if r.op == "insert" else "-D", self._values(t, img, r), r.file, r.pos, n,
-                             r.gtid, txn.timestamp, change_sequence(r.file, r.start, r.ordinal))
+                yield Change(t, "+I" if r.op == "insert" else "-D",
+                             img if isinstance(img, tuple) else self._values(t, img, r), r.file, r.pos, n, r.gtid,
+                             ts, change_sequence(r.file, r.start, r.ordinal))
                 n += 1
 
     def _transaction(self, txn: Transaction, first: int = 0) -> Iterator[Change]:

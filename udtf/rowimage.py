@@ -21,7 +21,7 @@ Worked example: a table map of ``(id INT NOT NULL, name VARCHAR(20) utf8mb4)`` b
         out = []
         append = out.append
         while p < end:
-            n = int.from_bytes(b[p:p + 1], 'little')  # the NULL bitmap: 2 columns, 1 byte
+            n = b[p]  # the NULL bitmap: 2 columns, 1 byte
             p += 1
             if n & 1:
                 v0 = None
@@ -329,6 +329,13 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
     return lines
 
 
+def _bitmap_expr(size: int) -> str:
+    """The NULL bitmap of ``size`` bytes at ``p`` as an integer (bit i: column i is NULL)."""
+    if size <= 3:
+        return " | ".join(f"b[p + {k}] << {8 * k}" if k else "b[p]" for k in range(size))
+    return f"int.from_bytes(b[p:p + {size}], 'little')"
+
+
 def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_boolean: bool = False,
                    fast_text: bool = True) -> ImageReader | None:
     """The image reader of one table map (``columns``: python-mysql-replication's column descriptions), or
@@ -354,7 +361,7 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
     n = len(columns)
     env: dict[str, Any] = {}
     body = ["def images(b, p, end):", "    out = []", "    append = out.append", "    while p < end:",
-            f"        n = int.from_bytes(b[p:p + {(n + 7) // 8}], 'little')", f"        p += {(n + 7) // 8}"]
+            f"        n = {_bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"]
     for i, (tm, col) in enumerate(zip(columns, schema.columns)):
         body.append(f"        if n & {1 << i}:")
         body.append(f"            v{i} = None")
