@@ -155,7 +155,8 @@ def test_no_password_in_plans_errors_logs_or_state(spark: Any, info: ServerInfo,
         texts.append(str(e.value))
         assert "does not exist" in str(e.value) or "cannot see" in str(e.value)
     # options only a stream or mysql_cdc_binlog reads: refused, not silently ignored by a batch read
-    for key, value in (("startup", "latest"), ("end", "binlog.000001:4"), ("max_rows_per_batch", "10")):
+    for key, value in (("startup", "latest"), ("end", "binlog.000001:4"), ("max_rows_per_batch", "10"),
+                       ("binlog_partitions", "2")):
         with pytest.raises(Exception, match=rf"option\(s\) {key} do nothing in a batch read.*readStream"):
             spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.t").option(
                 key, value).load().count()

@@ -118,6 +118,8 @@ def test_binlog_function_startup_modes_and_end(spark: Any, profile: ConnectionPr
         _binlog(spark, db, startup="offset", startup_offset=f"{file}:999999999")
     with pytest.raises(Exception, match=r"bad end 'soon'; expected 'latest' or 'file:pos'"):
         _binlog(spark, db, startup="latest", end="soon")
+    with pytest.raises(Exception, match=r"binlog_partitions 2 does nothing in mysql_cdc_binlog.*readStream"):
+        _binlog(spark, db, startup="latest", binlog_partitions=2)
     # a position inside an event is told apart from a purged file (server error 1236 for both)
     with pytest.raises(Exception, match=r"a position must be the end of an event") as inside:
         _binlog(spark, db, startup="offset", startup_offset=f"{file}:{pos + 1}")

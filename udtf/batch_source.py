@@ -55,7 +55,7 @@ class MysqlCdcReader(DataSourceReader):
 
 # options a batch read (the snapshot) would ignore: refused instead
 STREAM_ONLY_OPTIONS = ("startup", "startup_offset", "startup_timestamp", "end", "max_chunks_per_batch",
-                       "max_rows_per_batch")
+                       "max_rows_per_batch", "binlog_partitions")
 
 
 def build_data_source(profiles: Mapping[str, ConnectionProfile], parallelism: int | None = None) -> type:

@@ -157,6 +157,10 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                 raise ConfigError("mysql_cdc_binlog needs table => 'db.table', or tables => 'db[.].*' (regular "
                                   "expressions over 'db.table')")
             changes_need_metadata(opts, "mysql_cdc_binlog")
+            if opts.binlog_partitions > 1:
+                raise ConfigError(f"binlog_partitions {opts.binlog_partitions!r} does nothing in mysql_cdc_binlog, "
+                                  "which reads its range in one Spark task: read a backlog in parallel with "
+                                  "spark.readStream.format('mysql_cdc') and option binlog_partitions, or drop it")
             profile = resolve_profile(opts, MysqlCdcBinlog._profiles)
             facts, schemas = planned_tables(profile, opts)
             return SnapshotAnalyzeResult(schema=Output(schemas, opts).spark_schema(), schemas=schemas, facts=facts,
