@@ -113,6 +113,17 @@ def _source(root: Any) -> dict[int, int]:
     return out
 
 
+def _kill_binlog_dump(info: Any) -> None:
+    """End the one binlog connection on the server (its dump thread), as a server restart or a network cut would."""
+    admin = info.connect(root=True)
+    acur = admin.cursor()
+    acur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+    dumps = [r[0] for r in acur.fetchall()]
+    assert len(dumps) == 1
+    acur.execute(f"KILL {int(dumps[0])}")
+    admin.close()
+
+
 @pytest.fixture
 def table(root: Any) -> Iterator[Model]:
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
@@ -262,13 +273,7 @@ def test_binlog_connection_killed_on_the_server_is_reopened_without_loss(
             cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (k,))
     changes = phase.changes(start, None)
     got = [next(changes)]
-    admin = info.connect(root=True)
-    acur = admin.cursor()
-    acur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
-    dumps = [r[0] for r in acur.fetchall()]
-    assert len(dumps) == 1
-    acur.execute(f"KILL {int(dumps[0])}")
-    admin.close()
+    _kill_binlog_dump(info)
     got += list(changes)
     assert _apply(snap, got) == _source(root)
     assert len(got) == 2 * 1000
@@ -464,13 +469,7 @@ def test_a_transaction_larger_than_fetch_size_is_read_in_pieces_the_same_and_sur
     # the server ends the connection in the middle of the big transaction: the library reconnects and resends
     changes = BinlogPhase(profile, facts, opts, {t: plans[0].schema}, rules).changes(start, None)
     got = [next(changes) for _ in range(300)]
-    admin = info.connect(root=True)
-    acur = admin.cursor()
-    acur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
-    dumps = [r[0] for r in acur.fetchall()]
-    assert len(dumps) == 1
-    acur.execute(f"KILL {int(dumps[0])}")
-    admin.close()
+    _kill_binlog_dump(info)
     got += list(changes)
     assert got == whole
 

@@ -57,9 +57,6 @@ class Change(NamedTuple):
     timestamp: int  # commit time, seconds since the epoch
     seq: int = 0  # the image's LONG sequence (offsets.change_sequence): binlog order, unique
 
-    def commit_time(self) -> dt.datetime:
-        return dt.datetime.fromtimestamp(self.timestamp, dt.timezone.utc)
-
 
 @dataclass(frozen=True)
 class ReadFrom:
