@@ -238,9 +238,7 @@ def arrow_schema_of(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
 
 def _typed(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
     """Rows of canonical values as a record batch of ``schema`` (the one conversion every change row takes)."""
-    cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in schema]
-    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(cols)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return _arrays([list(c) for c in zip(*rows)] if rows else [[] for _ in schema], schema)
 
 
 def _arrays(columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:
