@@ -95,34 +95,48 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     :class:`~mysql_cdc.udtf.sync_job.BatchStats` (a classic session: it runs in this process). The target is
     created, or checked, before any data is read. See :mod:`mysql_cdc.udtf.sync_job`.
     """
-    import os
-
     from mysql_cdc.options import resolve_profile
-    from mysql_cdc.planner.plan import describe_tables
+    from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.registration import _is_connect, _profiles
-    from mysql_cdc.state.store import StateStore
-    from mysql_cdc.udtf.sync_job import SYNC_DEFAULTS, start_sync
+    from mysql_cdc.state.store import StateStore, tighten_umask
+    from mysql_cdc.udtf.sync_job import (
+        SYNC_DEFAULTS,
+        check_sync_paths,
+        check_tables,
+        hold_sync_locks,
+        keep_sync_locks,
+        release_sync_locks,
+        start_sync,
+    )
 
-    given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
-    merged = {**SYNC_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
     remote = _is_connect(spark)
     if remote and on_batch is not None:
         raise ConfigError("on_batch runs in the process of the batch function, which a Spark Connect session runs "
                           "in the server: drop it, or use a classic session")
-    for name, path in (("to", to), ("checkpoint", checkpoint), ("state_dir", state_dir)):
-        if "://" in path or (remote and not os.path.isabs(path)):
-            raise ConfigError(f"{name} {path!r} must be a local path{', absolute' if remote else ''}: the sync "
-                              "reads and writes it with the file system of the process that runs its batches"
-                              f"{' (the Spark Connect server)' if remote else ''}")
-    if not remote:  # Spark resolves the checkpoint in the JVM, the batch function in this process: one meaning
-        to, checkpoint = os.path.abspath(to), os.path.abspath(checkpoint)
-        merged["state_dir"] = os.path.abspath(state_dir)
+    # every path checked before anything is created; made absolute in a classic session (Spark resolves the
+    # checkpoint in the JVM, the batch function in this process: one meaning)
+    to, checkpoint, state_dir = check_sync_paths(to, checkpoint, state_dir, remote=remote)
+    given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
+    merged = {**SYNC_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
     opts = parse_options(merged)
     registered = _profiles(profiles)
-    _, current = describe_tables(resolve_profile(opts, registered), opts)
+    profile = resolve_profile(opts, registered)
+    check_server_id_claims(profile, opts)
+    _, current = describe_tables(profile, opts)
     # a table's mirror has the columns the capture recorded (its rows come with them), not a later ALTER's
-    store = StateStore(merged["state_dir"]) if not remote else None
+    store = StateStore(state_dir) if not remote else None
     schemas = [(store.schema(s.table) if store is not None else None) or s for s in current]
+    check_tables(schemas)
     register(spark, profiles)
     trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
-    return start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)
+    if remote:  # the server's batch function locks, where it writes
+        return start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)
+    tighten_umask()
+    locks = hold_sync_locks(state_dir, to)
+    try:
+        query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)
+    except BaseException:
+        release_sync_locks(locks)
+        raise
+    keep_sync_locks(spark, locks, query)
+    return query

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -198,6 +199,20 @@ def _watch(spark: Any, query: Any, report: Any, what: str, finish: Any = None) -
     return 0
 
 
+_FLAGS = {
+    "allow_statement_writes": "let statements logged as SQL text (sessions with binlog_format STATEMENT or MIXED) "
+                              "that name no captured table pass; what a trigger, view or stored function wrote "
+                              "through them is then missing (default: they stop the job)",
+    "unchecked_server_ids": "claim replica server ids without checking them against the server's replicas (a "
+                            "capture user that may not list them: MariaDB without REPLICATION MASTER ADMIN)",
+}
+
+
+def _flags(ns: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The options given as flags (true when set)."""
+    return [(k, "true") for k in _FLAGS if getattr(ns, k, False)]
+
+
 def cmd_follow(ns: argparse.Namespace) -> int:
     """The snapshot, then the binlog, into files (a Structured Streaming query with local Spark)."""
     _check_source(ns)
@@ -209,7 +224,8 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     for key, value in (("table", ns.table), ("tables", ns.tables), ("exclude", ns.exclude),
                        ("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
                        ("max_rows_per_batch", ns.max_rows_per_batch), ("chunk_key", ns.chunk_key),
-                       ("schema_changes", ns.schema_changes), ("binlog_partitions", ns.binlog_partitions)):
+                       ("schema_changes", ns.schema_changes), ("binlog_partitions", ns.binlog_partitions),
+                       *_flags(ns)):
         if value is not None:
             reader = reader.option(key, value)
     writer = (reader.load().writeStream.format(ns.format).option("path", ns.out)
@@ -277,10 +293,12 @@ def sync_lines(stats: Any, state_dir: str, lag_bytes: str, now: float) -> list[s
 
 def cmd_sync(ns: argparse.Namespace) -> int:
     """Mirror the matched tables into Delta tables and keep them mirrored (mysql_cdc.sync with local Spark)."""
-    from mysql_cdc.options import CdcOptions
-    from mysql_cdc.udtf.sync_job import DeltaMirror
+    from mysql_cdc.udtf.sync_job import check_sync_paths, hold_sync_locks, keep_sync_locks
 
-    DeltaMirror(ns.to, CdcOptions(), ns.state_dir).check_root()  # before Spark starts: a bad target is one line at once
+    # before Spark starts: a bad path, or another sync on them (it holds locks in both folders), is one line
+    to, _, state_dir = check_sync_paths(ns.to, ns.checkpoint, ns.state_dir)
+    if os.path.isdir(state_dir) and os.path.isdir(to):
+        keep_sync_locks(None, hold_sync_locks(state_dir, to), None)
     _check_source(ns)
     import mysql_cdc
 
@@ -288,7 +306,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     batches: list[Any] = []
     extra = {k: v for k, v in (("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
                                ("max_rows_per_batch", ns.max_rows_per_batch), ("schema_changes", ns.schema_changes),
-                               ("binlog_partitions", ns.binlog_partitions))
+                               ("binlog_partitions", ns.binlog_partitions), *_flags(ns))
              if v is not None}
     query = mysql_cdc.sync(spark, to=ns.to, checkpoint=ns.checkpoint, state_dir=ns.state_dir, tables=ns.tables,
                            source=ns.source, exclude=ns.exclude, trigger_seconds=ns.interval, once=ns.once,
@@ -406,6 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="binlog change rows per micro-batch, rounded up to whole transactions (default: no limit)")
     f.add_argument("--schema-changes", choices=SCHEMA_CHANGES, help=schema_changes)
     f.add_argument("--binlog-partitions", type=int, help=binlog_partitions)
+    for k, meaning in _FLAGS.items():
+        f.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
     f.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
     f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
     f.add_argument("--master", default="local[*]", help=master)
@@ -424,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="binlog change rows per micro-batch, rounded up to whole transactions (default 200000)")
     y.add_argument("--schema-changes", choices=SCHEMA_CHANGES, help=schema_changes)
     y.add_argument("--binlog-partitions", type=int, help=binlog_partitions)
+    for k, meaning in _FLAGS.items():
+        y.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
     y.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
     y.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
     y.add_argument("--master", default="local[*]", help=master)
@@ -436,7 +458,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from mysql_cdc.state.store import tighten_umask
+
     ns = build_parser().parse_args(argv)
+    tighten_umask()  # what this job writes (and Spark's JVM, which takes the umask from here) is not world-writable
     try:
         return int(ns.fn(ns))
     except MysqlCdcError as e:

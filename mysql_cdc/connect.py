@@ -7,8 +7,13 @@ and bounds round-trip as UTC whatever the server's zone.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import os
+import shutil
 import socket
 import ssl
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +21,7 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 
-from mysql_cdc.errors import ConnectError
+from mysql_cdc.errors import ConnectError, PrivilegeError
 from mysql_cdc.options import ConnectionProfile
 
 _SESSION_INIT = "SET SESSION time_zone = '+00:00'"
@@ -63,12 +68,65 @@ def tls_context(p: ConnectionProfile) -> ssl.SSLContext | None:
     return ctx
 
 
-def tls_kwargs(p: ConnectionProfile) -> dict[str, Any]:
-    """pymysql's keyword arguments for the profile's ssl_mode."""
+def clear_text_refused(p: ConnectionProfile) -> ConnectError:
+    return ConnectError(
+        f"the server at {p.host}:{p.port} asked for the password of user {p.user!r} in clear text "
+        "(mysql_clear_password) over a connection without TLS; it was not sent: give the profile ssl_mode "
+        "'required' or stronger (and TLS on the server), or log in with a plugin that does not send the password "
+        "(caching_sha2_password, mysql_native_password, ed25519)")
+
+
+class _ClearTextOverTls:
+    """pymysql's handler of the ``mysql_clear_password`` plugin (LDAP and PAM logins): the password goes only
+    over TLS. pymysql itself would send it over any connection, to any server that asks."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def authenticate(self, pkt: Any) -> Any:
+        if not getattr(self.conn, "_secure", False):
+            raise clear_text_refused(self.conn._mysql_cdc_profile)
+        self.conn.write_packet(self.conn.password + b"\0")
+        answer = self.conn._read_packet()
+        answer.check_error()
+        return answer
+
+
+class _DialogOverTls(_ClearTextOverTls):
+    """MariaDB's ``dialog`` plugin (PAM) asks for the password by a prompt and gets it in clear text: over TLS
+    only, as :class:`_ClearTextOverTls`."""
+
+    def prompt(self, echo: bool, prompt: bytes) -> bytes:
+        if not getattr(self.conn, "_secure", False):
+            raise clear_text_refused(self.conn._mysql_cdc_profile)
+        return bytes(self.conn.password)
+
+
+class _GuardedConnection(pymysql.connections.Connection):
+    """A pymysql connection that knows its profile before it logs in (for the clear-text guard's message)."""
+
+    def __init__(self, *args: Any, mysql_cdc_profile: ConnectionProfile, **kw: Any) -> None:
+        self._mysql_cdc_profile = mysql_cdc_profile
+        super().__init__(*args, **kw)
+
+
+def pymysql_kwargs(p: ConnectionProfile) -> dict[str, Any]:
+    """pymysql's keyword arguments for a profile's login: TLS by its ssl_mode, and the clear-text guard (a
+    password in clear text only over TLS). For python-mysql-replication's connection settings too."""
+    kw: dict[str, Any] = {"auth_plugin_map": {"mysql_clear_password": _ClearTextOverTls, "dialog": _DialogOverTls},
+                          "mysql_cdc_profile": p}
     if p.ssl_mode == "disabled":
-        return {"ssl_disabled": True}
+        return {**kw, "ssl_disabled": True}
     ctx = tls_context(p)
-    return {} if ctx is None else {"ssl": ctx}
+    return kw if ctx is None else {**kw, "ssl": ctx}
+
+
+def guarded_connect(**kw: Any) -> pymysql.connections.Connection:
+    """``pymysql.connect`` for keyword arguments made with :func:`pymysql_kwargs` (python-mysql-replication's
+    ``db`` given as ``database``, its name now)."""
+    if "db" in kw:
+        kw["database"] = kw.pop("db")
+    return _GuardedConnection(**kw)
 
 
 def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool = True, **kw: Any
@@ -78,11 +136,11 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
     timeout = max(1, int(round(p.connect_timeout)))
     read_timeout = kw.pop("read_timeout", None)
     try:
-        conn = pymysql.connect(
+        conn = guarded_connect(
             host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
             connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout, autocommit=autocommit,
             cursorclass=pymysql.cursors.DictCursor if dict_cursor else pymysql.cursors.Cursor,
-            init_command=_SESSION_INIT, **tls_kwargs(p), **kw)
+            init_command=_SESSION_INIT, **pymysql_kwargs(p), **kw)
     except pymysql.err.MySQLError as e:
         raise connect_error(p, e) from None
     except OSError as e:
@@ -92,9 +150,30 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
     return conn
 
 
+# the login plugins mysqlclient (MariaDB Connector/C) may use: none that sends the password in clear text
+# (mysql_clear_password, dialog), which Connector/C would do over any connection; such a login goes to pymysql,
+# which sends it over TLS only
+_MYSQLDB_PLUGINS = "mysql_native_password,caching_sha2_password,sha256_password,client_ed25519,auth_gssapi_client"
+_RESTRICTED_AUTH = 5010  # Connector/C: the server asked for a plugin outside restricted-auth
+
+
+@functools.cache
+def _mysqldb_option_file() -> str:
+    """A private option file (a new 0700 folder, the file 0600) that holds Connector/C to :data:`_MYSQLDB_PLUGINS`:
+    Connector/C takes ``restricted-auth`` from an option file only."""
+    folder = tempfile.mkdtemp(prefix="mysql_cdc_client_")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "client.cnf")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(f"[client]\nrestricted-auth={_MYSQLDB_PLUGINS}\n")
+    return path
+
+
 def connect_fast(p: ConnectionProfile) -> Any:
     """A mysqlclient (MySQLdb) connection in UTC, for streaming chunk SELECTs; a pymysql one where mysqlclient
-    is not installed (a Spark Connect server that only got the shipped pure-Python code)."""
+    is not installed (a Spark Connect server that only got the shipped pure-Python code), or where the server
+    asks for a login plugin that sends the password in clear text (pymysql sends it over TLS only)."""
     if p.ssl_mode in ("verify_ca", "verify_identity"):
         # certificates are verified by pymysql: MariaDB Connector/C (under mysqlclient) checks the host name too
         # whenever it verifies one, and its handling of ssl_mode was not found to be enforced (below)
@@ -108,8 +187,10 @@ def connect_fast(p: ConnectionProfile) -> Any:
         tls: dict[str, Any] = {"ssl_mode": p.ssl_mode.upper()} if p.ssl_mode in ("disabled", "required") else {}
         conn = MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
                                connect_timeout=max(1, int(round(p.connect_timeout))), autocommit=True,
-                               init_command=_SESSION_INIT, **tls)
+                               init_command=_SESSION_INIT, read_default_file=_mysqldb_option_file(), **tls)
     except MySQLdb.MySQLError as e:
+        if e.args and e.args[0] == _RESTRICTED_AUTH:
+            return connect(p)
         raise connect_error(p, e) from None
     if p.ssl_mode == "required":
         # MariaDB Connector/C connected in plain text to a server without TLS despite ssl_mode=REQUIRED (measured):
@@ -177,3 +258,35 @@ def streaming_cursor(conn: Any) -> Any:
     import MySQLdb.cursors
 
     return conn.cursor(MySQLdb.cursors.SSCursor)
+
+
+def registered_replica_ids(conn: Any) -> set[int] | None:
+    """Server ids of the replicas registered with the server (a real replica registers when it connects:
+    ``SHOW REPLICAS`` on MySQL, ``SHOW REPLICA HOSTS`` on MariaDB, which needs REPLICATION MASTER ADMIN there);
+    ``None`` when the user may not list them."""
+    cur = conn.cursor()
+    try:
+        for sql in ("SHOW REPLICAS", "SHOW REPLICA HOSTS"):
+            try:
+                cur.execute(sql)
+            except pymysql.err.MySQLError as e:
+                if e.args and e.args[0] == 1064:  # the other server's syntax
+                    continue
+                if e.args and e.args[0] in (1227, 1045, 1142):
+                    return None
+                raise
+            return {int(r[0]) for r in cur.fetchall()}
+        return None
+    finally:
+        cur.close()
+
+
+def unlisted_replicas(ids: range) -> PrivilegeError:
+    """The error for a capture user that may not list the server's replicas: a binlog reader could take the
+    server id of a replica and make the server drop that replica's connection."""
+    return PrivilegeError(
+        "the capture user may not list the server's replicas (MariaDB: SHOW REPLICA HOSTS needs REPLICATION MASTER "
+        "ADMIN), so a binlog reader could take a server id one of them uses and cut it off: GRANT REPLICATION "
+        f"MASTER ADMIN ON *.* TO the user, or set unchecked_server_ids => true (CLI --unchecked-server-ids) to "
+        f"claim ids from server_id_range {ids.start}-{ids.stop - 1} without looking, kept away from your replicas' "
+        "server_id by you")

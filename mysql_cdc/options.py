@@ -9,7 +9,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from mysql_cdc.errors import ConfigError
@@ -25,11 +25,10 @@ class OptionSpec:
 
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("source", str, None, "name of a connection profile (see Connection profiles)"),
-    OptionSpec("host", str, None, "server host, instead of a profile (data source options only)"),
+    OptionSpec("host", str, None, "server host, instead of a profile, for a login without a password (data source "
+               "options only; a password comes from a profile only)"),
     OptionSpec("port", int, 3306, "server port, with host"),
     OptionSpec("user", str, None, "login user, with host"),
-    OptionSpec("password", str, None, "with host: where the password is read, 'env:VAR' or 'file:/path' (where the "
-               "query runs); a literal password is refused (data source options only, never SQL)"),
     OptionSpec("ssl_mode", str, None, "TLS, with host: disabled, preferred, required, verify_ca, verify_identity "
                "(a profile has its own)"),
     OptionSpec("ssl_ca", str, None, "CA certificate file (PEM), with host and ssl_mode verify_ca/verify_identity"),
@@ -50,6 +49,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("split_factor_upper", float, 1000.0, "highest (max-min+1)/rows for evenly sized integer chunks"),
     OptionSpec("server_id_range", str, "900000-900099",
                "replica server ids for binlog readers, 'first-last' (ids of registered replicas are skipped)"),
+    OptionSpec("unchecked_server_ids", bool, False,
+               "claim replica server ids without checking them against the server's replicas, for a capture user "
+               "that may not list them (MariaDB without REPLICATION MASTER ADMIN); keep server_id_range away from "
+               "your replicas' ids"),
     OptionSpec("watermark", str, "auto",
                "auto, snapshot (MariaDB), gtid (MySQL with GTIDs) or position (plain; can lose rows)"),
     OptionSpec("state_dir", str, None, "where chunk watermarks are recorded (path or URI); unset: not recorded"),
@@ -85,6 +88,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("row_decoder", str, "planned",
                "planned: binlog row images are decoded by a reader compiled per table map (fast); library: by "
                "python-mysql-replication's generic decoder (the same values, several times slower)"),
+    OptionSpec("allow_statement_writes", bool, False,
+               "let a statement logged as SQL text (a session with binlog_format STATEMENT or MIXED) pass when it "
+               "names no captured table; a trigger, view, stored function or cascading foreign key that wrote a "
+               "captured table through it is then missing from the output (default: such a statement stops the read)"),
     OptionSpec("allow_unlogged_cascades", bool, False,
                "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),
@@ -130,7 +137,6 @@ class CdcOptions:
     host: str | None = None
     port: int = 3306
     user: str | None = None
-    password: str | None = field(default=None, repr=False)
     ssl_mode: str | None = None
     ssl_ca: str | None = None
     tables: str | None = None
@@ -141,6 +147,7 @@ class CdcOptions:
     split_factor_lower: float = 0.05
     split_factor_upper: float = 1000.0
     server_id_range: str = "900000-900099"
+    unchecked_server_ids: bool = False
     watermark: str = "auto"
     state_dir: str | None = None
     fetch_size: int = 8192
@@ -157,11 +164,8 @@ class CdcOptions:
     schema_changes: str = "follow"
     binlog_partitions: int = 1
     row_decoder: str = "planned"
+    allow_statement_writes: bool = False
     allow_unlogged_cascades: bool = False
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "password")
-        return f"CdcOptions({shown})"
 
     @property
     def reads_snapshot(self) -> bool:
@@ -243,11 +247,23 @@ def _coerce(spec: OptionSpec, value: Any) -> Any:
         raise ConfigError(f"option {spec.key!r} must be a {spec.type.__name__}, got {value!r}") from None
 
 
+# what a query may say of its connection besides a profile's name: a login without a password (no secret in play)
+INLINE_CONNECTION = ("host", "port", "user", "ssl_mode", "ssl_ca")
+NO_PASSWORD_OPTION = (
+    "option 'password' is not taken: options come with the query (SQL text, .option()), and whoever writes a query "
+    "could have a password, or a secret it names (env:, file:), sent to a server of their choosing; name a "
+    "connection profile instead (source => '<name>'), set up by whoever runs Spark: mysql_cdc.register(spark, "
+    "profiles=...), $MYSQL_CDC_PROFILE_<NAME>, or the file named by $MYSQL_CDC_PROFILES_FILE (a profile reads its "
+    "password from an environment variable or a file with password-env / password-file)")
+
+
 def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
     """Validate a mapping of option names (case-insensitive) to values into :class:`CdcOptions`."""
     values: dict[str, Any] = {}
     for k, v in raw.items():
         key = k.strip().lower()
+        if key == "password":  # never echoed: it may be a literal password
+            raise ConfigError(NO_PASSWORD_OPTION)
         spec = _SPECS.get(key)
         if spec is None:
             raise ConfigError(f"unknown option {k!r}; known options: {', '.join(sorted(_SPECS))}")
@@ -255,6 +271,11 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         if coerced is not None:
             values[key] = coerced
     opts = CdcOptions(**values)
+    inline = [k for k in INLINE_CONNECTION if k in values]
+    if opts.source and inline:
+        raise ConfigError(f"give either source={opts.source!r} (a connection profile) or the option(s) "
+                          f"{', '.join(inline)}, not both: a profile's password goes only to the server the profile "
+                          "names, so a query cannot move it to another host, port, user or TLS mode")
     if opts.chunk_size < 0:
         raise ConfigError(f"chunk_size must be >= 1 rows, or 0 to size chunks by bytes, got {opts.chunk_size!r}")
     if opts.partitions < 0:
@@ -309,37 +330,82 @@ PROFILES_FILE_ENV = "MYSQL_CDC_PROFILES_FILE"
 PASSWORD_ENV_PREFIX = "MYSQL_CDC_PASSWORD_"
 
 
-def secret_reference(value: str | None) -> str:
-    """The password an option names: ``env:VAR`` (an environment variable) or ``file:/path`` (a file's first
-    line), read where the query runs. A literal is refused: option values travel in the query itself, which
-    Spark Connect writes to its event log and shows in its UI.
+def read_secret(kind: str, ref: str, name: str) -> str:
+    """A profile's password read from where it names (``kind`` ``env``: an environment variable; ``file``: a
+    file's first line), in the process that connects. Only profiles name secrets: a profile is set up by whoever
+    runs Spark, and its password goes only to its own host.
 
     >>> os.environ["MYSQL_CDC_DOCTEST_PW"] = "s3cret"
-    >>> secret_reference("env:MYSQL_CDC_DOCTEST_PW"), secret_reference(None)
-    ('s3cret', '')
+    >>> read_secret("env", "MYSQL_CDC_DOCTEST_PW", "shop")
+    's3cret'
     """
-    if value is None or value == "":
-        return ""
-    kind, sep, ref = value.partition(":")
-    if sep and kind == "env":
+    if kind == "env":
         if ref not in os.environ:
-            raise ConfigError(f"password option names the environment variable {ref!r}, which is not set where the "
-                              "query runs (the Spark driver and executors, or the Spark Connect server)")
+            raise ConfigError(f"profile {name!r} reads its password from the environment variable {ref!r}, which is "
+                              "not set where the query runs (the Spark driver and executors, or the Spark Connect "
+                              "server)")
         return os.environ[ref]
-    if sep and kind == "file":
-        try:
-            with open(ref, encoding="utf-8") as f:
-                return f.readline().rstrip("\r\n")
-        except OSError as e:
-            raise ConfigError(f"password option names the file {ref!r}, which cannot be read where the query "
-                              f"runs ({type(e).__name__})") from None
-    raise ConfigError("the password option holds a literal password, which would travel in the query itself "
-                      "(Spark Connect writes it to its event log and UI): give password => 'env:VAR' or "
-                      "'file:/path' (read where the query runs), or use a connection profile (source => ...)")
+    try:
+        with open(ref, encoding="utf-8") as f:
+            return f.readline().rstrip("\r\n")
+    except OSError as e:
+        raise ConfigError(f"profile {name!r} reads its password from the file {ref!r}, which cannot be read where "
+                          f"the query runs ({type(e).__name__})") from None
+
+
+def _password(given: str, env: str | None, file: str | None, name: str) -> str:
+    """A profile's password: as given, or read by :func:`read_secret` (one source only)."""
+    if sum(x is not None and x != "" for x in (given or None, env, file)) > 1:
+        raise ConfigError(f"profile {name!r}: give one of password, password-env and password-file")
+    if env:
+        return read_secret("env", env, name)
+    if file:
+        return read_secret("file", file, name)
+    return given
+
+
+_URL_PARAMS = {"ssl_mode", "ssl_ca", "connect_timeout", "password_env", "password_file"}
+
+
+def _url_parts(url: str, name: str) -> tuple[str, re.Match[str], dict[str, str]]:
+    """A profile URL's user info, host[:port] match and parameters (see :func:`profile_from_url`)."""
+    bad = f"profile {name!r}: expected a URL like mysql://user:password@host:3306[?ssl-mode=...&ssl-ca=...]"
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("mysql", "mariadb"):
+        raise ConfigError(bad + " (the scheme must be mysql:// or mariadb://)")
+    # the user info ends at the first '@' after which a host[:port] and known parameters follow: a password may
+    # hold '@', '#', '/' or '?', and an '@' in a parameter (a CA file's name) does not move the host
+    for i in [-1] + [k for k, ch in enumerate(rest) if ch == "@"]:
+        hostport, _, query = rest[i + 1:].partition("?")
+        m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:/\[\]@?#]+)(?::(\d{1,5}))?/?", hostport)
+        if m is None:
+            continue
+        params: dict[str, str] = {}
+        for part in filter(None, query.split("&")):
+            key, _, value = part.partition("=")
+            params[urllib.parse.unquote(key).replace("-", "_").lower()] = urllib.parse.unquote(value)
+        if set(params) <= _URL_PARAMS:
+            return (rest[:i] if i >= 0 else "", m, params)
+    raise ConfigError(bad + " (no host[:port] with known parameters (ssl-mode, ssl-ca, connect-timeout, "
+                      "password-env, password-file) follows an '@')")
+
+
+def url_holds_password(url: str) -> bool:
+    """Whether a profile URL has a password in it (not one it names with password-env / password-file).
+
+    >>> url_holds_password("mysql://cdc:pw@db:3306"), url_holds_password("mysql://cdc@db?password-env=PW")
+    (True, False)
+    """
+    try:
+        userinfo, _, _ = _url_parts(url, "?")
+    except ConfigError:
+        return False
+    return userinfo.partition(":")[2] != ""
 
 
 def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
-    """``mysql://user:password@host:port[?ssl-mode=verify_ca&ssl-ca=/path/ca.pem]``.
+    """``mysql://user:password@host:port[?ssl-mode=verify_ca&ssl-ca=/path/ca.pem]``; instead of a password in the
+    URL, ``password-env=VAR`` or ``password-file=/path`` name where it is read (:func:`read_secret`).
 
     Parsed strictly, and never echoed (it holds the password). The user info ends at the first ``@`` that a
     host[:port] and known parameters follow, so a password with ``@``, ``#``, ``/`` or ``?`` may be written as
@@ -352,47 +418,30 @@ def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
     >>> (q.host, q.ssl_mode, q.ssl_ca)
     ('db', 'verify_identity', '/certs/ca@prod.pem')
     """
-    bad = f"profile {name!r}: expected a URL like mysql://user:password@host:3306[?ssl-mode=...&ssl-ca=...]"
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in ("mysql", "mariadb"):
-        raise ConfigError(bad + " (the scheme must be mysql:// or mariadb://)")
-    # the user info ends at the first '@' after which a host[:port] and known parameters follow: a password may
-    # hold '@', '#', '/' or '?', and an '@' in a parameter (a CA file's name) does not move the host
-    found = None
-    for i in [-1] + [k for k, ch in enumerate(rest) if ch == "@"]:
-        hostport, _, query = rest[i + 1:].partition("?")
-        m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:/\[\]@?#]+)(?::(\d{1,5}))?/?", hostport)
-        if m is None:
-            continue
-        params: dict[str, str] = {}
-        for part in filter(None, query.split("&")):
-            key, _, value = part.partition("=")
-            params[urllib.parse.unquote(key).replace("-", "_").lower()] = urllib.parse.unquote(value)
-        if set(params) <= {"ssl_mode", "ssl_ca", "connect_timeout"}:
-            found = (rest[:i] if i >= 0 else "", m, params)
-            break
-    if found is None:
-        raise ConfigError(bad + " (no host[:port] with known parameters (ssl-mode, ssl-ca, connect-timeout) "
-                          "follows an '@')")
-    userinfo, m, params = found
+    userinfo, m, params = _url_parts(url, name)
     user, _, password = userinfo.partition(":")
+    secret = _password(urllib.parse.unquote(password), params.get("password_env"), params.get("password_file"), name)
     try:
         return ConnectionProfile(host=m.group(1).strip("[]"), port=int(m.group(2) or 3306),
-                                 user=urllib.parse.unquote(user) or "root", password=urllib.parse.unquote(password),
+                                 user=urllib.parse.unquote(user) or "root", password=secret,
                                  connect_timeout=float(params.get("connect_timeout", 10.0)),
                                  ssl_mode=params.get("ssl_mode", "preferred").lower(), ssl_ca=params.get("ssl_ca"))
     except ValueError:
-        raise ConfigError(bad + " (connect-timeout must be a number)") from None
+        raise ConfigError(f"profile {name!r}: connect-timeout must be a number") from None
 
 
 def profile_from_mapping(d: Mapping[str, Any], name: str = "?") -> ConnectionProfile:
-    unknown = set(d) - {"host", "port", "user", "password", "connect_timeout", "ssl_mode", "ssl_ca"}
+    unknown = set(d) - {"host", "port", "user", "password", "password_env", "password_file", "connect_timeout",
+                        "ssl_mode", "ssl_ca"}
     if unknown or "host" not in d:
-        raise ConfigError(f"profile {name!r}: needs 'host' and may have port, user, password, connect_timeout, "
-                          f"ssl_mode, ssl_ca; unknown keys {sorted(unknown)!r}")
+        raise ConfigError(f"profile {name!r}: needs 'host' and may have port, user, password (or password_env, "
+                          f"password_file), connect_timeout, ssl_mode, ssl_ca; unknown keys {sorted(unknown)!r}")
+    env, file = d.get("password_env"), d.get("password_file")
+    secret = _password(str(d.get("password", "")), None if env is None else str(env),
+                       None if file is None else str(file), name)
     try:
         return ConnectionProfile(host=str(d["host"]), port=int(d.get("port", 3306)), user=str(d.get("user", "root")),
-                                 password=str(d.get("password", "")),
+                                 password=secret,
                                  connect_timeout=float(d.get("connect_timeout", 10.0)),
                                  ssl_mode=str(d.get("ssl_mode", "preferred")).lower(),
                                  ssl_ca=None if d.get("ssl_ca") is None else str(d["ssl_ca"]))
@@ -402,18 +451,17 @@ def profile_from_mapping(d: Mapping[str, Any], name: str = "?") -> ConnectionPro
 
 def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile] | None = None
                     ) -> ConnectionProfile:
-    """The connection to use: inline host/user/password options, else the named profile (registered with
-    ``register(spark, profiles=...)``, else ``$MYSQL_CDC_PROFILE_<NAME>`` as a URL, else the JSON file named by
-    ``$MYSQL_CDC_PROFILES_FILE``)."""
+    """The connection to use: the named profile (registered with ``register(spark, profiles=...)``, else
+    ``$MYSQL_CDC_PROFILE_<NAME>`` as a URL, else the JSON file named by ``$MYSQL_CDC_PROFILES_FILE``), or the
+    data source options host, port, user (a login without a password: a query never carries one)."""
     timeout = opts.connect_timeout
     if opts.host:
         if opts.source:
             raise ConfigError(f"give either source={opts.source!r} or host={opts.host!r}, not both")
-        return ConnectionProfile(opts.host, opts.port, opts.user or "root", secret_reference(opts.password),
-                                 timeout, (opts.ssl_mode or "preferred").lower(), opts.ssl_ca)
+        return ConnectionProfile(opts.host, opts.port, opts.user or "root", "", timeout,
+                                 (opts.ssl_mode or "preferred").lower(), opts.ssl_ca)
     if not opts.source:
-        raise ConfigError("no connection: set source => '<profile>' (or the data source options host, user, "
-                          "password)")
+        raise ConfigError("no connection: set source => '<profile>', a connection profile (see Connection profiles)")
     name = opts.source
     prof: ConnectionProfile | None = (registered or {}).get(name)
     if prof is None:

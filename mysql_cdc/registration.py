@@ -14,7 +14,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mysql_cdc.errors import ConfigError
-from mysql_cdc.options import ConnectionProfile, profile_from_mapping, profile_from_url
+from mysql_cdc.options import (
+    PASSWORD_ENV_PREFIX,
+    PROFILE_ENV_PREFIX,
+    ConnectionProfile,
+    profile_from_mapping,
+    profile_from_url,
+    url_holds_password,
+)
 
 # Our package, and the pure-Python drivers the executors need, shipped to a Connect server for batch queries
 # (python-mysql-replication imports `packaging`, which a server with only pyspark[connect] may lack).
@@ -105,6 +112,7 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
 
     profs = _profiles(profiles)
     remote = _is_connect(spark)
+    check_conf_secrets(_conf_items(spark, remote))
     if remote:
         from pyspark.sql.connect.udtf import _create_py_udtf
     else:
@@ -124,6 +132,40 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     spark.udtf.register("mysql_cdc_snapshot", snapshot)
     spark.udtf.register("mysql_cdc_binlog", binlog)
     spark.dataSource.register(build_data_source(profs, _parallelism(spark, remote)))
+
+
+def _conf_items(spark: Any, remote: bool) -> list[tuple[str, str]]:
+    """Every setting of the session (and, on a classic session, of its Spark context), as far as it answers."""
+    items: list[tuple[str, str]] = []
+    with contextlib.suppress(Exception):
+        items += list(spark.conf.getAll.items())
+    if not remote:
+        with contextlib.suppress(Exception):
+            items += [(str(k), str(v)) for k, v in spark.sparkContext.getConf().getAll()]
+    return items
+
+
+def check_conf_secrets(items: list[tuple[str, str]]) -> None:
+    """Refuse a profile URL with its password in a Spark setting (``spark.executorEnv.MYSQL_CDC_PROFILE_<NAME>``
+    and the like): Spark writes its settings to the event log and shows them in its UI, redacting only those
+    whose names say PASSWORD, SECRET or TOKEN.
+
+    >>> check_conf_secrets([("spark.executorEnv.MYSQL_CDC_PROFILE_SHOP", "mysql://cdc@db:3306")])
+    >>> check_conf_secrets([("spark.executorEnv.MYSQL_CDC_PROFILE_SHOP", "mysql://cdc:pw@db:3306")])
+    Traceback (most recent call last):
+    ...
+    mysql_cdc.errors.ConfigError: the Spark setting 'spark.executorEnv.MYSQL_CDC_PROFILE_SHOP' holds a profile ...
+    """
+    for key, value in items:
+        name = key.rpartition(".")[2]
+        if name.startswith(PROFILE_ENV_PREFIX) and url_holds_password(value):
+            where = key[: len(key) - len(name)]
+            raise ConfigError(
+                f"the Spark setting {key!r} holds a profile URL with its password, which Spark writes to its event "
+                "log and UI unredacted: take the password out of the URL and set it in "
+                f"{where + PASSWORD_ENV_PREFIX + name[len(PROFILE_ENV_PREFIX):]!r} (Spark redacts settings named "
+                "like passwords), or name a file with password-file=/path in the URL, or use "
+                "$MYSQL_CDC_PROFILES_FILE")
 
 
 def _parallelism(spark: Any, remote: bool) -> int | None:

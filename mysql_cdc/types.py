@@ -110,7 +110,9 @@ TYPE_TABLE: tuple[TypeRule, ...] = (
              "the stored bytes (no exact decoder here: big5, gbk, sjis, ujis, ...); cannot be a chunk key"),
     TypeRule("ENUM, SET", "STRING", "SET as its comma-separated text"),
     TypeRule("BINARY, VARBINARY, *BLOB, binary-charset strings", "BINARY", "BINARY(n) with its 0x00 padding"),
-    TypeRule("JSON", "STRING", "JSON text as the server prints it; the JSON literal null is 'null', not NULL"),
+    TypeRule("JSON", "STRING", "JSON text as the server prints it, by SELECT and by binlog alike (MySQL's binary "
+             "JSON is written out as MySQL writes it: doubles as 1e21 or 0.00008, DECIMAL, dates, times and "
+             "base64:typeN: binary values inside it); the JSON literal null is 'null', not NULL"),
     TypeRule("GEOMETRY and spatial types", "BINARY", "WKB, x = longitude for geographic SRSs (as ST_AsWKB(g, "
              "'axis-order=long-lat')); the SRID is dropped"),
     TypeRule("INET4, INET6, UUID (MariaDB)", "STRING", "the server's text form; cannot be a chunk key"),

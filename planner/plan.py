@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mysql_cdc.chunks import Chunk, TableId
-from mysql_cdc.connect import ServerFacts, connect, server_facts
+from mysql_cdc.connect import ServerFacts, connect, registered_replica_ids, server_facts, unlisted_replicas
 from mysql_cdc.errors import ChunkKeyError, TableError
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
@@ -29,6 +29,20 @@ def inspect_server(conn: Any) -> ServerFacts:
     check_server(facts)
     check_privileges(conn, facts)
     return facts
+
+
+def check_server_id_claims(profile: ConnectionProfile, opts: CdcOptions,
+                           connector: Callable[[ConnectionProfile], Any] = connect) -> None:
+    """Before a capture that follows the binlog moves data: its readers can claim server ids that no replica
+    uses (the user may list the replicas), or the options say to claim them unchecked."""
+    if opts.unchecked_server_ids or opts.startup == "snapshot":
+        return
+    conn = connector(profile)
+    try:
+        if registered_replica_ids(conn) is None:
+            raise unlisted_replicas(opts.server_ids)
+    finally:
+        conn.close()
 
 
 def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,

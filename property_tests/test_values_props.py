@@ -64,7 +64,8 @@ TYPES: dict[str, tuple[str, Any, Any]] = {
     "set": ("SET('x','y','z')", st.sets(st.sampled_from(["x", "y", "z"])),
             lambda s: ",".join(m for m in "xyz" if m in s)),
     # written as JSON text (the literal null too, which is not SQL NULL); compared parsed
-    "j": ("JSON", st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | text,
+    "j": ("JSON", st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | text
+                               | st.floats(allow_nan=False, allow_infinity=False),
                                lambda c: st.lists(c, max_size=3) | st.dictionaries(text, c, max_size=3),
                                max_leaves=6).map(lambda v: json.dumps(v, ensure_ascii=False)), json.loads),
     # text in other character sets, within what each can store (the server rejects the rest)

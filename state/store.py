@@ -38,16 +38,27 @@ from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.schema import TableSchema
 
 
-def _make_dirs(path: str) -> None:
-    """``os.makedirs`` with every created folder 0755 at most, whatever the umask (makedirs gives the parents
-    0777 & ~umask): nothing we write is world-writable."""
+def tighten_umask() -> None:
+    """Make the process's umask drop group and world write (at least 022), whatever it was: what delta-rs and
+    Spark create from this process (mirror tables, checkpoints, outputs) is then never group- or world-writable.
+    It only tightens; the state dir's own modes are set explicitly (:func:`_make_dirs`, 0600 files)."""
+    os.umask(os.umask(0o022) | 0o022)
+
+
+def _make_dirs(path: str, mode: int = 0o755, parents: int = 0o755) -> None:
+    """``os.makedirs`` with the folder given ``mode`` and the parents it creates ``parents`` (0755 by default),
+    whatever the umask (makedirs gives the parents 0777 & ~umask, and ``mkdir``'s mode is masked): nothing we
+    write is group- or world-writable, and a private folder is private."""
     if not path or os.path.isdir(path):
         return
     parent = os.path.dirname(path)
     if parent != path:
-        _make_dirs(parent)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o755)
+        _make_dirs(parent, parents, parents)
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        return
+    os.chmod(path, mode)
 
 
 def _safe(part: str) -> str:
@@ -108,6 +119,7 @@ class StateStore:
         self.location = location
         parsed = urllib.parse.urlsplit(location)
         self._local = parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt")
+        self._made = False
         if self._local:
             self._root = parsed.path if parsed.scheme == "file" else location
             self._fs = None
@@ -125,10 +137,20 @@ class StateStore:
     def _path(self, *parts: str) -> str:
         return "/".join([self._root.rstrip("/"), *parts])
 
+    def _private_root(self) -> None:
+        """The state dir is private (0700, its files 0600): made so, and an older one (0755) made so."""
+        if not self._made:
+            _make_dirs(self._root, 0o700)
+            with contextlib.suppress(OSError):
+                if os.stat(self._root).st_mode & 0o077:
+                    os.chmod(self._root, 0o700)
+            self._made = True
+
     def _write(self, path: str, data: bytes, first_wins: bool) -> None:
         """Write atomically; with ``first_wins`` an existing file stays (atomic ``link`` on local paths)."""
         if self._local:
-            _make_dirs(os.path.dirname(path))
+            self._private_root()
+            _make_dirs(os.path.dirname(path), 0o700, 0o700)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -331,7 +353,7 @@ class StateStore:
         for src, dst in moves:
             if self._local:
                 if os.path.exists(src):
-                    _make_dirs(os.path.dirname(dst))
+                    _make_dirs(os.path.dirname(dst), 0o700, 0o700)
                     os.replace(src, dst)
             else:  # object stores move objects, not folders: one file at a time
                 assert self._fs is not None

@@ -11,10 +11,11 @@ port, binlog ROW / FULL row image / FULL row metadata, and (MySQL, by default) G
 - Instances still running when the interpreter exits are stopped (``atexit``).
 
 Accounts: ``root`` with an empty password, reachable over TCP from 127.0.0.1 (``root@127.0.0.1``), and ``cdc``
-(``CDC_PASSWORD``) with SELECT, REPLICATION CLIENT, REPLICATION SLAVE on ``*.*`` (MariaDB shows REPLICATION
-CLIENT as BINLOG MONITOR). Setup runs with ``sql_log_bin=0``: a fresh server's binlog holds only what tests
-write. On MySQL the accounts use ``caching_sha2_password``; ``start()`` ends with ``FLUSH PRIVILEGES``, so the
-first login of each user takes the server's cold "full authentication" path, as in production.
+(``CDC_PASSWORD``) with SELECT, LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE on ``*.*`` (MariaDB shows
+REPLICATION CLIENT as BINLOG MONITOR; there it also has REPLICATION MASTER ADMIN, to list the replicas).
+Setup runs with ``sql_log_bin=0``: a fresh server's binlog holds only what tests write. On MySQL the accounts
+use ``caching_sha2_password``; ``start()`` ends with ``FLUSH PRIVILEGES``, so the first login of each user
+takes the server's cold "full authentication" path, as in production.
 
 Driver connect arguments, measured on MySQL 9.7.4 and MariaDB 10.11 (cold cache):
 
@@ -286,6 +287,8 @@ class ServerProcess:
             cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (CDC_USER, CDC_PASSWORD))
             cur.execute("GRANT SELECT, LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO %s@'%%'",
                         (CDC_USER,))
+            if self.kind == "mariadb":  # to list the replicas, whose server ids a binlog reader must not take
+                cur.execute("GRANT REPLICATION MASTER ADMIN ON *.* TO %s@'%%'", (CDC_USER,))
 
     def _load_time_zone(self, conn: pymysql.connections.Connection) -> None:
         """Load the one named zone into the time zone tables (not binlogged) and make it the global zone;

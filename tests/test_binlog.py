@@ -13,7 +13,7 @@ import pytest
 
 from mysql_cdc.chunks import Chunk, TableId
 from mysql_cdc.connect import connect
-from mysql_cdc.errors import BinlogError, SchemaChangedError
+from mysql_cdc.errors import BinlogError, PrivilegeError, SchemaChangedError
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
@@ -316,37 +316,48 @@ def _register_replica(info: Any, server_id: int) -> Any:
 def test_a_registered_replicas_server_id_is_never_claimed(info: Any, profile: ConnectionProfile, db: str,
                                                           root: Any) -> None:
     """A binlog connection with a replica's server id makes the server end that replica's connection: the
-    ids of registered replicas are skipped (listing them needs REPLICATION MASTER ADMIN on MariaDB)."""
+    ids of registered replicas are skipped. A user that may not list them (MariaDB without REPLICATION MASTER
+    ADMIN) claims no id, unless told to claim one unchecked: it used to warn and then take a replica's id."""
+    from mysql_cdc.planner.plan import check_server_id_claims
     from mysql_cdc.udtf.binlog_events import claimed_server_id, registered_replica_ids
 
-    user = profile
     cur = root.cursor()
+    blind = None
     if info.kind == "mariadb":
         with contextlib.suppress(Exception):
-            cur.execute("DROP USER 'lister'@'%'")
-        cur.execute("CREATE USER 'lister'@'%' IDENTIFIED BY 'Lister-pw-1'")
-        cur.execute("GRANT SELECT, BINLOG MONITOR, REPLICATION SLAVE, REPLICATION MASTER ADMIN ON *.* TO "
-                    "'lister'@'%'")
-        user = ConnectionProfile(profile.host, profile.port, "lister", "Lister-pw-1", 5)
-        conn = connect(profile)
-        assert registered_replica_ids(conn) is None  # the plain capture user may not list them there
-        conn.close()
+            cur.execute("DROP USER 'blind'@'%'")
+        cur.execute("CREATE USER 'blind'@'%' IDENTIFIED BY 'Blind-pw-1'")
+        cur.execute("GRANT SELECT, BINLOG MONITOR, REPLICATION SLAVE ON *.* TO 'blind'@'%'")
+        blind = ConnectionProfile(profile.host, profile.port, "blind", "Blind-pw-1", 5)
     replica = _register_replica(info, 7101)
     try:
-        conn = connect(user)
+        conn = connect(profile)
         assert 7101 in (registered_replica_ids(conn) or set())
         conn.close()
         for prefer in (0, 1):
-            with claimed_server_id(user, range(7101, 7103), prefer=prefer) as sid:
+            with claimed_server_id(profile, range(7101, 7103), prefer=prefer) as sid:
                 assert sid == 7102
         with pytest.raises(BinlogError, match="in use by other readers or registered replicas"), \
-                claimed_server_id(user, range(7101, 7102)):
+                claimed_server_id(profile, range(7101, 7102)):
             pass
+        if blind is not None:
+            conn = connect(blind)
+            assert registered_replica_ids(conn) is None
+            conn.close()
+            for claim in (lambda: claimed_server_id(blind, range(7101, 7102)).__enter__(),
+                          lambda: check_server_id_claims(blind, parse_options({"source": "x"}))):
+                with pytest.raises(PrivilegeError, match=r"may not list the server's replicas.*GRANT REPLICATION "
+                                   r"MASTER ADMIN.*unchecked_server_ids => true"):
+                    claim()
+            check_server_id_claims(blind, parse_options({"source": "x", "startup": "snapshot"}))  # no binlog read
+            check_server_id_claims(blind, parse_options({"source": "x", "unchecked_server_ids": "true"}))
+            with claimed_server_id(blind, range(7101, 7102), unchecked=True) as sid:
+                assert sid == 7101  # unchecked, as asked: the replica's id
     finally:
         replica.close()
-        if info.kind == "mariadb":
-            cur.execute("DROP USER 'lister'@'%'")
-    with claimed_server_id(user if info.kind == "mysql" else profile, range(7101, 7102)) as sid:
+        if blind is not None:
+            cur.execute("DROP USER 'blind'@'%'")
+    with claimed_server_id(profile, range(7101, 7102)) as sid:
         assert sid == 7101  # free once the replica is gone
 
 

@@ -10,7 +10,7 @@ import pytest
 
 MODULES = ["mysql_cdc.sql", "mysql_cdc.chunks", "mysql_cdc.types", "mysql_cdc.offsets", "mysql_cdc.state.store",
            "mysql_cdc.udtf.binlog", "mysql_cdc.planner.validate", "mysql_cdc.options",
-           "mysql_cdc.udtf.binlog_events",
+           "mysql_cdc.udtf.binlog_events", "mysql_cdc.registration",
            "mysql_cdc.udtf.correct", "mysql_cdc.udtf.convert", "mysql_cdc.udtf.emit", "mysql_cdc.udtf.snapshot",
            "mysql_cdc.planner.splitter", "mysql_cdc.udtf.adapter", "mysql_cdc.udtf.merge",
            "mysql_cdc.udtf.sync_job", "mysql_cdc.udtf.evolve", "mysql_cdc.udtf.rowimage"]

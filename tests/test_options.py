@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from mysql_cdc.errors import ConfigError
-from mysql_cdc.options import OPTIONS, ConnectionProfile, parse_options, resolve_profile
+from mysql_cdc.options import (
+    OPTIONS,
+    ConnectionProfile,
+    parse_options,
+    profile_from_mapping,
+    profile_from_url,
+    resolve_profile,
+    url_holds_password,
+)
 
 
 def test_defaults_come_from_the_option_table() -> None:
@@ -64,31 +72,59 @@ def test_profiles_resolve_from_registration_environment_and_file(tmp_path: Any,
 
 def test_passwords_never_show_in_reprs() -> None:
     prof = ConnectionProfile("h", 1, "u", "p1-secret")
-    opts = parse_options({"host": "h", "password": "file:/p2-secret"})
+    opts = parse_options({"host": "h", "user": "u"})
     for text in (repr(prof), str(prof), repr(opts), str(opts)):
         assert "secret" not in text
 
 
-def test_a_password_option_is_a_reference_never_a_literal(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Option values travel in the query itself, which Spark Connect writes to its event log: a password option
-    names where the password is read (env:, file:), and a literal one is refused without being echoed."""
+@pytest.mark.parametrize("value", ["hunter2-literal", "env:CDC_TEST_PW", "file:/etc/cdc-secret", ""])
+def test_query_options_never_carry_or_name_a_password(value: str) -> None:
+    """Options come with the query (SQL text, .option()): whoever writes it could have a password, or a secret
+    the process holds (an environment variable, a file), sent to a server of their choosing. A password option
+    of any form is refused, without echoing it; a profile's connection cannot be moved by options."""
+    with pytest.raises(ConfigError, match="option 'password' is not taken.*connection profile") as e:
+        parse_options({"host": "h", "user": "u", "PASSWORD": value})
+    assert "hunter2" not in str(e.value) and "CDC_TEST_PW" not in str(e.value)
+    for key, v in (("host", "evil.example"), ("port", "3307"), ("user", "root"), ("ssl_mode", "disabled"),
+                   ("ssl_ca", "/tmp/ca.pem")):
+        with pytest.raises(ConfigError, match=rf"source='shop' \(a connection profile\) or the option\(s\) {key}, "
+                           "not both: a profile's password goes only to the server the profile names"):
+            parse_options({"source": "shop", key: v})
+    assert resolve_profile(parse_options({"host": "h", "user": "u"})).password == ""  # a login without one
+
+
+def test_a_profile_reads_its_password_from_an_environment_variable_or_a_file(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """References to secrets live in profiles only (set up by whoever runs Spark), resolved where the query runs."""
     pw = tmp_path / "pw"
     pw.write_text("from-a-file\n")
     monkeypatch.setenv("CDC_TEST_PW", "from-env")
-    assert resolve_profile(parse_options({"host": "h", "password": f"file:{pw}"})).password == "from-a-file"
-    assert resolve_profile(parse_options({"host": "h", "password": "env:CDC_TEST_PW"})).password == "from-env"
-    with pytest.raises(ConfigError, match="literal password") as e:
-        resolve_profile(parse_options({"host": "h", "password": "hunter2-literal"}))
-    assert "hunter2" not in str(e.value)
-    with pytest.raises(ConfigError, match="'CDC_TEST_NOPE', which is not set"):
-        resolve_profile(parse_options({"host": "h", "password": "env:CDC_TEST_NOPE"}))
+    assert profile_from_url(f"mysql://cdc@db?password-file={pw}").password == "from-a-file"
+    assert profile_from_url("mysql://cdc@db:3307?password-env=CDC_TEST_PW&ssl-mode=required").password == "from-env"
+    assert profile_from_mapping({"host": "db", "password_env": "CDC_TEST_PW"}).password == "from-env"
+    assert profile_from_mapping({"host": "db", "password_file": str(pw)}).password == "from-a-file"
+    with pytest.raises(ConfigError, match="give one of password, password-env and password-file"):
+        profile_from_url("mysql://cdc:pw@db?password-env=CDC_TEST_PW", "x")
+    with pytest.raises(ConfigError, match="profile 'x' reads its password from the environment variable "
+                       "'CDC_TEST_NOPE', which is not set"):
+        profile_from_url("mysql://cdc@db?password-env=CDC_TEST_NOPE", "x")
     with pytest.raises(ConfigError, match="cannot be read"):
-        resolve_profile(parse_options({"host": "h", "password": f"file:{tmp_path}/none"}))
+        profile_from_mapping({"host": "db", "password_file": str(tmp_path / "none")}, "x")
+    assert url_holds_password("mysql://cdc:pw@db") and not url_holds_password(f"mysql://cdc@db?password-file={pw}")
     # a profile's password in a variable of its own, which Spark redacts (its name says PASSWORD)
     monkeypatch.setenv("MYSQL_CDC_PROFILE_SHOP_EU", "mysql://cdc@db.internal:3306")
     monkeypatch.setenv("MYSQL_CDC_PASSWORD_SHOP_EU", "p@ss/word")
     prof = resolve_profile(parse_options({"source": "shop-eu"}))
     assert (prof.user, prof.password, prof.host) == ("cdc", "p@ss/word", "db.internal")
+    # a URL with its password in a Spark setting is refused (Spark logs it unredacted); the split form is not
+    from mysql_cdc.registration import check_conf_secrets
+
+    check_conf_secrets([("spark.executorEnv.MYSQL_CDC_PROFILE_SHOP", "mysql://cdc@db:3306"),
+                        ("spark.executorEnv.MYSQL_CDC_PASSWORD_SHOP", "pw")])
+    with pytest.raises(ConfigError, match=r"'spark.kubernetes.driverEnv.MYSQL_CDC_PROFILE_SHOP' holds a profile URL "
+                       r"with its password.*'spark.kubernetes.driverEnv.MYSQL_CDC_PASSWORD_SHOP'") as e:
+        check_conf_secrets([("spark.kubernetes.driverEnv.MYSQL_CDC_PROFILE_SHOP", "mysql://cdc:Hunter2@db:3306")])
+    assert "Hunter2" not in str(e.value)
 
 
 def test_public_face_and_pure_logic_load_no_spark_and_no_driver() -> None:

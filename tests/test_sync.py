@@ -253,6 +253,17 @@ def test_a_bad_target_is_one_clear_error_before_any_data_is_read(
         mysql_cdc.sync(classic_spark, to=str(blocker / "lake"), tables=f"{db}[.]t01_int", **common)
     with pytest.raises(mysql_cdc.TableError, match=r"no primary key.*exclude"):
         mysql_cdc.sync(classic_spark, to=str(tmp_path / "lake"), tables=f"{db}[.]t1[03]_.*", **common)
+    assert not os.path.exists(tmp_path / "lake") and not os.path.exists(state)  # refused: nothing was made
+    # targets are checked before anything is created: an empty one (the working directory), a URI (it made
+    # ./s3:/b/x, ./dbfs:/mnt/lake), a checkpoint where a database's mirror would go
+    for to, message in (("", "to is empty"), ("s3://b/x", "to 's3://b/x' must be a local path: it names the scheme "
+                        "'s3'"), ("dbfs:/mnt/lake", "it names the scheme 'dbfs'")):
+        with pytest.raises(mysql_cdc.ConfigError, match=re.escape(message)):
+            mysql_cdc.sync(classic_spark, to=to, tables=f"{db}[.]t01_int", **common)
+    assert not os.path.exists("s3:") and not os.path.exists("dbfs:")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"checkpoint .* is inside to .* under 'ck', where the mirror of "
+                       r"a database named 'ck' would go.*_sync"):
+        mysql_cdc.sync(classic_spark, to=str(tmp_path), tables=f"{db}[.]t01_int", **common)
     # an existing Delta table of another shape where a mirror goes
     to = str(tmp_path / "lake2")
     other = table_path(to, TableId(db, "t08_neg"))
@@ -275,8 +286,6 @@ def test_a_bad_target_is_one_clear_error_before_any_data_is_read(
     with pytest.raises(mysql_cdc.StateError, match=r"t01_int.* that this capture made at .* is missing"):
         mysql_cdc.sync(classic_spark, to=lake3, tables=f"{db}[.]t01_int", **{**common, "state_dir": state + "3",
                                                                             "checkpoint": str(tmp_path / "ck3")})
-    with pytest.raises(mysql_cdc.ConfigError, match=r"to 's3://b/x' must be a local path"):
-        mysql_cdc.sync(classic_spark, to="s3://b/x", tables=f"{db}[.]t01_int", **common)
     # the CLI says the same in one line, before Spark starts
     env = _repo_env(True)
     env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
@@ -284,6 +293,90 @@ def test_a_bad_target_is_one_clear_error_before_any_data_is_read(
                         "--to", str(blocker / "lake"), "--checkpoint", str(tmp_path / "ck2"), "--state-dir", state],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "ConfigError" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "mysql_cdc", "sync", "--source", "src", "--tables", f"{db}[.]t01_int",
+                        "--to", "", "--checkpoint", str(tmp_path / "ck2"), "--state-dir", state],
+                       cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr == "mysql-cdc: ConfigError: to is empty: give a directory (an empty one " \
+        "would be the working directory)\n", r.stderr
+
+
+def _modes(folder: str) -> list[tuple[str, int]]:
+    """Every folder and file under ``folder`` (itself too) with its permission bits."""
+    out = [(folder, os.stat(folder).st_mode & 0o777)]
+    for base, dirs, files in os.walk(folder):
+        out += [(os.path.join(base, n), os.stat(os.path.join(base, n)).st_mode & 0o777) for n in dirs + files]
+    return out
+
+
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # files, names and locks: not server behaviour
+def test_one_sync_at_a_time_names_apart_from_our_folders_and_no_writable_files(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """Two syncs on one state dir or target both ran (the mirror went back in time); a database ``_sync`` with a
+    table ``ck`` landed in README's own checkpoint folder and a table ``_delta_log`` gave a raw traceback; under
+    ``umask 000`` the mirror's files were world-writable. Now the second sync is refused naming the holder, no
+    mirror folder starts with ``_``, and nothing written is group- or world-writable, the state dir private."""
+    import fcntl
+
+    admin = info.connect(root=True)
+    cur = admin.cursor()
+    cur.execute("DROP DATABASE IF EXISTS `_sync`")
+    cur.execute("CREATE DATABASE `_sync`")
+    try:
+        cur.execute("CREATE TABLE `_sync`.ck (id INT PRIMARY KEY, v INT)")
+        cur.executemany("INSERT INTO `_sync`.ck VALUES (%s, %s)", [(i, i) for i in range(50)])
+        cur.execute(f"CREATE TABLE `{db}`.`_delta_log` (id INT PRIMARY KEY, v INT)")
+        cur.executemany(f"INSERT INTO `{db}`.`_delta_log` VALUES (%s, %s)", [(i, -i) for i in range(40)])
+        lake = tmp_path / "lake"
+        ck, state = lake / "_sync" / "ck", lake / "_sync" / "state"
+        common = dict(to=str(lake), checkpoint=str(ck), state_dir=str(state), tables=f"_sync[.]ck,{db}[.]_delta_log",
+                      source="src", profiles={"src": profile_url(profile)})
+        q = mysql_cdc.sync(classic_spark, trigger_seconds=0.5, **common)
+        try:
+            wait_until(lambda: _checkpoint_state(str(ck))[0] >= 1 or not q.isActive, 300, "a committed batch")
+            assert q.isActive, q.exception()
+            with pytest.raises(mysql_cdc.StateError, match="this process runs a sync on .* already"):
+                mysql_cdc.sync(classic_spark, trigger_seconds=0.5, **common)
+            env = _repo_env(True)
+            env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+            cli = [sys.executable, "-m", "mysql_cdc", "sync", "--source", "src", "--tables", common["tables"],
+                   "--to", str(lake), "--checkpoint", str(ck), "--state-dir", str(state), "--once",
+                   "--master", "local[2]"]
+            second = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr[-3000:]
+            assert re.fullmatch(rf"mysql-cdc: StateError: another sync holds '{re.escape(str(state))}/sync.lock' "
+                                rf"\(pid {os.getpid()} on .*, since .*Z\): one sync at a time .*\n", second.stderr)
+        finally:
+            q.stop()
+
+        def free() -> bool:  # the stopped query's locks are given up (another file description can take them)
+            with open(state / "sync.lock", "rb") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return False
+                return True
+
+        wait_until(free, 60, "the stopped sync's locks to be released")
+        # the CLI under umask 000: what it writes is still not group- or world-writable
+        cur.execute("INSERT INTO `_sync`.ck VALUES (100, 100)")
+        done = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+                              preexec_fn=lambda: os.umask(0))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert table_path(str(lake), TableId("_sync", "ck")) == str(lake / "~5fsync" / "ck")
+        assert table_path(str(lake), TableId(db, "_delta_log")) == str(lake / db / "~5fdelta_log")
+        got = deltalake.DeltaTable(table_path(str(lake), TableId("_sync", "ck"))).to_pyarrow_table()
+        assert sorted(got.column("id").to_pylist()) == [*range(50), 100]
+        got = deltalake.DeltaTable(table_path(str(lake), TableId(db, "_delta_log"))).to_pyarrow_table()
+        assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == [(i, -i) for i in range(40)]
+        assert json.loads((ck / "metadata").read_text())["id"]  # the checkpoint is Spark's alone
+        writable = [(p, oct(m)) for p, m in _modes(str(lake)) if m & 0o022]
+        assert writable == [], writable[:5]
+        private = [(p, oct(m)) for p, m in _modes(str(state)) if m & 0o077]
+        assert private == [], private[:5]
+        assert glob.glob(str(lake / "~5fsync" / "ck" / "_delta_log" / "*.json"))  # the modes were checked there
+    finally:
+        cur.execute("DROP DATABASE IF EXISTS `_sync`")
+        admin.close()
 
 
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the session's kind matters here, not the server's

@@ -369,6 +369,70 @@ def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being
     cur.execute("FLUSH BINARY LOGS")
 
 
+def test_statement_format_writes_that_may_reach_a_captured_table_stop_the_read(
+        server: ServerProcess, profile: ConnectionProfile, db: str, root: Any) -> None:
+    """A session with binlog_format=STATEMENT logs its writes as SQL text, without rows. Only statements that
+    named a captured table were caught: one writing it through a trigger on another table, an updatable view, a
+    stored function or a versioned comment produced no row and no error. Every statement logged as text that
+    may change rows now stops the read with one error; with allow_statement_writes, those naming no captured
+    table pass (the user accepts what a trigger, view or function would have written)."""
+    cur = root.cursor()
+    cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    cur.execute("CREATE TABLE o (id INT PRIMARY KEY)")
+    cur.execute("CREATE TABLE plain (id INT PRIMARY KEY)")
+    cur.execute("CREATE TRIGGER o_to_t AFTER INSERT ON o FOR EACH ROW INSERT INTO t VALUES (NEW.id + 1000, 0)")
+    cur.execute("CREATE VIEW v AS SELECT id, v FROM t WHERE id < 100")
+    cur.execute("CREATE FUNCTION put_t(k INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA "
+                "BEGIN INSERT INTO t VALUES (k, 1); RETURN k; END")
+    table = re.escape(db) + r"\.t"
+    facts, plans = plan_tables(profile, parse_options({"tables": table}))
+    strict = binlog_only_phase(profile, facts, parse_options({"tables": table}), plans[0])
+    lenient = binlog_only_phase(profile, facts, parse_options({"tables": table, "allow_statement_writes": "true"}),
+                                plans[0])
+
+    runs = iter(range(10, 1000))
+
+    def read(phase: BinlogPhase, sql: str) -> list[str]:
+        start = server_end(profile, facts)
+        cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+        try:
+            cur.execute(sql.replace("{n}", str(next(runs))))
+        finally:
+            cur.execute("SET SESSION binlog_format = 'ROW'")
+        cur.execute("UPDATE t SET v = v + 1 WHERE id = 1")  # a row change after it: the read must get there
+        return [ch.op for ch in phase.changes(ReadFrom(start), server_end(profile, facts))]
+
+    cur.execute("INSERT INTO t VALUES (1, 0)")
+    indirect = r"a statement \({}\) at .* was logged as SQL text.*a trigger, an updatable view, a stored function"
+    cases = [("INSERT INTO o VALUES ({n})", indirect.format("INSERT"), True),  # the trigger writes t
+             ("UPDATE v SET v = {n} WHERE id = 1", indirect.format("UPDATE"), True),  # through the view
+             ("SELECT put_t({n})", indirect.format("SELECT"), True),  # the function writes t
+             ("INSERT INTO plain VALUES ({n})", indirect.format("INSERT"), True),  # nothing shows it cannot
+             ("/*!40000 INSERT INTO t VALUES ({n}, 8) */", rf"a change to '{db}.t' at .*logged as an SQL statement",
+              False),  # run by every server since 4.0: it names t
+             ("/*M!100100 DELETE FROM t WHERE id > 1 */", rf"a change to '{db}.t' at .*logged as an SQL statement",
+              False)]
+    for sql, message, passes_when_allowed in cases:
+        if server.kind == "mysql" and sql.startswith("/*M!"):
+            # MariaDB's comment is a comment to MySQL: nothing runs, nothing to stop for
+            assert read(strict, sql) == ["-U", "+U"]
+            continue
+        with pytest.raises(ServerSettingError, match=message) as e:
+            read(strict, sql)
+        assert "keep binlog_format=ROW in every session" in str(e.value) and "VALUES" not in str(e.value)
+        if passes_when_allowed:
+            assert read(lenient, sql) == ["-U", "+U"]
+        else:
+            with pytest.raises(ServerSettingError, match=message):
+                read(lenient, sql)
+    # none of these is a write: transaction control and account statements logged as text
+    for sql in ("CREATE USER IF NOT EXISTS 'nobody_x'@'%'", "GRANT SELECT ON *.* TO 'nobody_x'@'%'",
+                "DROP USER 'nobody_x'@'%'"):
+        assert read(strict, sql) == ["-U", "+U"]
+    cur.execute("FLUSH BINARY LOGS")  # keep these statements out of the files later tests read
+    cur.execute("FLUSH BINARY LOGS")
+
+
 def test_percent_signs_in_table_and_column_names(profile: ConnectionProfile, db: str, root: Any) -> None:
     """The drivers format a statement executed with parameters with Python's %: a % in a table or column name
     broke planning and the snapshot with a raw placeholder error. Every path reads such a table."""

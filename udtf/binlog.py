@@ -32,7 +32,7 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog_events import (
     SchemaChange,
     Transaction,
-    claimed_server_id,
+    claimed_id,
     created_tables,
     dropped_tables,
     named_tables,
@@ -314,6 +314,12 @@ class BinlogPhase:
         self.transactions = 0
         self.last: BinlogOffset | None = None
 
+    @property
+    def _reading(self) -> dict[str, Any]:
+        """How this phase's binlog reads see the server (:func:`read_transactions`' keyword arguments)."""
+        return {"flavor": self.facts.flavor, "server_version": self.facts.version,
+                "allow_statement_writes": self.opts.allow_statement_writes}
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -351,8 +357,8 @@ class BinlogPhase:
             end = server_end(self.profile, self.facts)
         tables = set(self.schemas)
         first = 0
-        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
-            for txn in read_transactions(self.profile, sid, start.offset, tables, flavor=self.facts.flavor,
+        with claimed_id(self.profile, self.opts) as sid:
+            for txn in read_transactions(self.profile, sid, start.offset, tables, **self._reading,
                                          auto_position=start.auto_position, end=end,
                                          on_schema_change=self._on_schema_change, skip_before=start.skip_before,
                                          decoders=self.decoders, piece=self.opts.fetch_size):
@@ -405,10 +411,10 @@ class BinlogPhase:
             if watch is not None and any(watch(t) for t in named_tables(q, db)):
                 creating.append(q)
 
-        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+        with claimed_id(self.profile, self.opts) as sid:
             try:
                 for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas),
-                                             flavor=self.facts.flavor, auto_position=start.auto_position, end=end,
+                                             **self._reading, auto_position=start.auto_position, end=end,
                                              on_schema_change=found, skip_before=start.skip_before,
                                              decode_rows=max_rows > 0, on_ddl=statement,
                                              decoders=self.decoders, piece=self.opts.fetch_size):
@@ -434,8 +440,8 @@ class BinlogPhase:
         """Every DDL statement on the tables after ``start`` up to ``end`` (boundaries and statements only, no
         row is decoded): where a stream looks for changes its recorded schemas may not show."""
         found: list[SchemaChange] = []
-        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
-            for _ in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
+        with claimed_id(self.profile, self.opts) as sid:
+            for _ in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                        auto_position=start.auto_position, end=end, on_schema_change=found.append,
                                        skip_before=start.skip_before, decode_rows=False):
                 pass
@@ -445,8 +451,8 @@ class BinlogPhase:
         """Ends of transactions after ``start`` up to ``end``, at most one per :data:`BOUNDARY_STEP` bytes (a
         boundary scan: no row is decoded, and a DDL statement is a boundary like any other)."""
         out: list[BinlogOffset] = []
-        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
-            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
+        with claimed_id(self.profile, self.opts) as sid:
+            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
                                          decode_rows=False, on_schema_change=lambda ch: None):
                 keep_boundary(out, BinlogOffset(txn.file, txn.end))
@@ -467,8 +473,8 @@ class BinlogPhase:
     def row_columns(self, start: ReadFrom, end: BinlogOffset) -> list[str] | None:
         """The columns (as the binlog's table map names them) of the first row of the tables changed after
         ``start`` up to ``end``; ``None`` when no row was."""
-        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
-            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), flavor=self.facts.flavor,
+        with claimed_id(self.profile, self.opts) as sid:
+            for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
                                          on_schema_change=lambda ch: None):
                 for r in txn.rows:

@@ -11,7 +11,6 @@ share an id (sharing one makes the server drop the older connection, and events 
 from __future__ import annotations
 
 import contextlib
-import logging
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -19,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from mysql_cdc.chunks import TableId
-from mysql_cdc.connect import connect, tls_kwargs
+from mysql_cdc.connect import connect, guarded_connect, pymysql_kwargs, registered_replica_ids, unlisted_replicas
 from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.offsets import BinlogOffset, GtidSet
-from mysql_cdc.options import ConnectionProfile
-from mysql_cdc.udtf.convert import JSON_NULL, MemberIndex
+from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.udtf.convert import JSON_NULL, JsonOpaque, MemberIndex
 from mysql_cdc.udtf.rowimage import RowDecoders
 
 LOCK_PREFIX = "mysql_cdc.server_id."
@@ -66,47 +65,19 @@ class BinlogRow(NamedTuple):
     ordinal: int = 0  # the row's index in that event
 
 
-def registered_replica_ids(conn: Any) -> set[int] | None:
-    """Server ids of the replicas registered with the server (a real replica registers when it connects:
-    ``SHOW REPLICAS`` on MySQL, ``SHOW REPLICA HOSTS`` on MariaDB, which needs REPLICATION MASTER ADMIN there);
-    ``None`` when the user may not list them."""
-    import pymysql
-
-    cur = conn.cursor()
-    try:
-        for sql in ("SHOW REPLICAS", "SHOW REPLICA HOSTS"):
-            try:
-                cur.execute(sql)
-            except pymysql.err.MySQLError as e:
-                if e.args and e.args[0] == 1064:  # the other server's syntax
-                    continue
-                if e.args and e.args[0] in (1227, 1045, 1142):
-                    return None
-                raise
-            return {int(r[0]) for r in cur.fetchall()}
-        return None
-    finally:
-        cur.close()
-
-
-_unlisted_warned = False
-
-
 @contextlib.contextmanager
-def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None = None) -> Iterator[int]:
+def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None = None, *,
+                      unchecked: bool = False) -> Iterator[int]:
     """Hold a replica server id from ``ids`` for the duration of the block (a GET_LOCK per id), never the id of
-    a registered replica: a binlog connection with a replica's id makes the server end that replica's."""
-    global _unlisted_warned
+    a registered replica: a binlog connection with a replica's id makes the server end that replica's. Where the
+    capture user may not list the replicas, no id is claimed (:func:`mysql_cdc.connect.unlisted_replicas`),
+    unless ``unchecked`` (option ``unchecked_server_ids``) says to claim one without looking."""
     conn = connect(profile)
     start = prefer if prefer is not None else random.randrange(len(ids))
     try:
         replicas = registered_replica_ids(conn)
-        if replicas is None and not _unlisted_warned:
-            _unlisted_warned = True
-            logging.getLogger("mysql_cdc").warning(
-                "the capture user may not list the server's replicas (MariaDB: GRANT REPLICATION MASTER ADMIN ON "
-                "*.*), so server ids from server_id_range %s-%s are not checked against them: keep the range away "
-                "from your replicas' server_id", ids.start, ids.stop - 1)
+        if replicas is None and not unchecked:
+            raise unlisted_replicas(ids)
         cur = conn.cursor()
         for k in range(len(ids)):
             sid = ids[(start + k) % len(ids)]
@@ -124,6 +95,11 @@ def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None
                           "readers or registered replicas; widen server_id_range or run fewer readers at once")
     finally:
         conn.close()
+
+
+def claimed_id(profile: ConnectionProfile, opts: CdcOptions) -> contextlib.AbstractContextManager[int]:
+    """:func:`claimed_server_id` from the options' range, checked as they say."""
+    return claimed_server_id(profile, opts.server_ids, unchecked=opts.unchecked_server_ids)
 
 
 @dataclass(frozen=True)
@@ -344,6 +320,83 @@ def statement_dml_tables(statement: str, default_db: str, tables: set[TableId]) 
     return mentioned_tables(statement, default_db, tables)
 
 
+_VERSIONED = re.compile(r"/\*(M?)!(\d{5,6})?(.*?)\*/", re.DOTALL)
+
+
+def executed_text(statement: str, flavor: str, version: tuple[int, int, int] | None = None) -> str:
+    """A statement as the server runs it: a versioned comment ``/*!NNNNN body */`` becomes its body when the
+    server's version (major * 10000 + minor * 100 + patch) is at least NNNNN (five digits, or six where six
+    follow), or has no number, else nothing; ``/*M!NNNNNN body */`` the same on MariaDB only (a plain comment
+    on MySQL). Without ``version`` every versioned comment counts as run. Other comments stay as they are.
+
+    >>> executed_text("/*!40000 ALTER TABLE t DISABLE KEYS */", "mysql", (9, 7, 0))
+    ' ALTER TABLE t DISABLE KEYS '
+    >>> executed_text("INSERT /*!99999 IGNORE*/ INTO t /* x */ VALUES (1)", "mysql", (9, 7, 0))
+    'INSERT  INTO t /* x */ VALUES (1)'
+    >>> [executed_text("/*M!100500 DELETE FROM t */", f, (10, 11, 9)) for f in ("mariadb", "mysql")]
+    [' DELETE FROM t ', '/*M!100500 DELETE FROM t */']
+    """
+    if "/*" not in statement:
+        return statement
+    number = None if version is None else version[0] * 10000 + version[1] * 100 + version[2]
+
+    def run(m: re.Match[str]) -> str:
+        if m.group(1) and flavor != "mariadb":
+            return m.group(0)
+        need = int(m.group(2)) if m.group(2) else 0
+        return m.group(3) if number is None or number >= need else ""
+
+    return _VERSIONED.sub(run, statement)
+
+
+_CONTROL = re.compile(_LEAD + r"(?:$|(?:BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|XA|START\s+TRANSACTION)\b)",
+                      re.IGNORECASE | re.DOTALL)
+# statements that change accounts, plugins or server state, never a table's rows
+_ADMIN = re.compile(_LEAD + r"(?:GRANT|REVOKE|FLUSH|ANALYZE|OPTIMIZE|REPAIR|CHECK|CHECKSUM|INSTALL|UNINSTALL|RESET"
+                    r"|PURGE|SET\s+(?:PASSWORD|DEFAULT\s+ROLE|ROLE))\b", re.IGNORECASE | re.DOTALL)
+
+
+def writes_rows(statement: str) -> bool:
+    """Whether a statement logged as SQL text (run as :func:`executed_text` gives it) may change rows: anything
+    but transaction control, DDL (followed apart, see :func:`ddl_tables`) and statements on accounts, plugins
+    and server state. In a session that set binlog_format to STATEMENT or MIXED, a change is logged this way,
+    without its rows; so is a stored function's call that changes rows (``SELECT f()``), and a statement whose
+    trigger, updatable view or cascading foreign key changes other tables is logged as itself alone.
+
+    >>> [writes_rows(q) for q in ("INSERT INTO o VALUES (1)", "SELECT f(1)", "CALL p()", "COMMIT",
+    ...                           "GRANT SELECT ON *.* TO u", "ALTER TABLE t ADD c INT", "/* x */ SAVEPOINT a")]
+    [True, True, True, False, False, False, False]
+    """
+    return not (_CONTROL.match(statement) or _ADMIN.match(statement) or _DDL.match(statement))
+
+
+_WRITE_VERB = re.compile(_LEAD + r"(?:WITH\b.*?\b)?(INSERT|REPLACE|UPDATE|DELETE|LOAD|CALL|DO|SELECT|\w+)",
+                         re.IGNORECASE | re.DOTALL)
+
+
+def statement_write_error(statement: str, default_db: str, tables: set[TableId], where: str) -> ServerSettingError:
+    """The error for a statement logged as SQL text that may change rows (:func:`writes_rows`): it names the
+    captured table it writes, or says that no captured table can be shown to be out of its reach. The
+    statement's text is not quoted (it may hold data); its verb and tables are."""
+    named = statement_dml_tables(statement, default_db, tables)
+    fix = ("keep binlog_format=ROW in every session (revoke the privilege to change it: SESSION_VARIABLES_ADMIN / "
+           "SYSTEM_VARIABLES_ADMIN / SUPER), then take a new snapshot of the captured tables it may have changed")
+    if named:
+        return ServerSettingError(
+            f"a change to {str(named[0])!r} at {where} was logged as an SQL statement, not as row images (the "
+            "writing session set binlog_format to STATEMENT or MIXED), so the binlog does not hold the changed "
+            f"rows and they cannot be delivered; {fix}")
+    m = _WRITE_VERB.match(statement)
+    verb = m.group(1).upper() if m else "statement"
+    return ServerSettingError(
+        f"a statement ({verb}) at {where} was logged as SQL text, not as row images (the writing session set "
+        "binlog_format to STATEMENT or MIXED); it names no captured table, but a trigger, an updatable view, a "
+        "stored function or procedure, or a cascading foreign key may have changed captured tables through it "
+        f"without a row in the binlog, so the read stops rather than skip it: {fix}; or, if no such statement can "
+        "reach a captured table, set allow_statement_writes => true (CLI --allow-statement-writes), which lets "
+        "statements that name no captured table pass")
+
+
 def _image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any]:
     """A row image from the library's row dict. The library decodes an empty SET as None, like NULL; its
     ``none_sources`` tell them apart (every None-making branch but JSON's records why), and an empty SET
@@ -417,8 +470,18 @@ def _member_indexes(self: Any, length: int) -> list[list[MemberIndex]] | None:
     return out
 
 
+def _json_opaque(data: bytes) -> JsonOpaque | None:
+    """An opaque value of binary JSON (its field type, a length, the bytes) as a :class:`JsonOpaque`."""
+    from pymysqlreplication.util.bytes import decode_variable_length
+
+    if len(data) < 2:
+        return None
+    length, n = decode_variable_length(data[1:])
+    return JsonOpaque(data[0], bytes(data[1 + n:1 + n + length]))
+
+
 def _adapt_library() -> None:
-    """Four changes to python-mysql-replication's decoding (process-wide; this package is its only user in
+    """Five changes to python-mysql-replication's decoding (process-wide; this package is its only user in
     a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
 
     - strings (text and binary) come as their stored bytes: the library decodes text with the Python codec
@@ -427,10 +490,14 @@ def _adapt_library() -> None:
       lookup per value);
     - ENUM and SET members come as positions: the library decodes member names as UTF-8 whatever the column's
       character set and makes a name it cannot decode '';
+    - a value in binary JSON that JSON has no type for (DECIMAL, dates and times, binary data) comes as a
+      :class:`udtf.convert.JsonOpaque` of its type and bytes: the library made binary data lossy text and a
+      TIME a time of day;
     - MySQL's JSON null literal comes as :data:`udtf.convert.JSON_NULL`: the library gives None, and its
       ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
       reason, and the reasons are kept per event, not per row).
     """
+    from pymysqlreplication import json_binary
     from pymysqlreplication.event import QueryEvent
     from pymysqlreplication.exceptions import StatusVariableMismatch
     from pymysqlreplication.packet import BinLogPacketWrapper
@@ -438,6 +505,7 @@ def _adapt_library() -> None:
 
     setattr(RowsEvent, "_RowsEvent__read_string", _stored_bytes)  # noqa: B010 (a name-mangled method)
     TableMapEvent._read_type_values = _member_indexes
+    json_binary.parse_opaque = _json_opaque
     read_json = BinLogPacketWrapper.read_binary_json
     if getattr(read_json, "_mysql_cdc", False):
         return
@@ -494,7 +562,9 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                       on_schema_change: Callable[[SchemaChange], None] | None = None,
                       skip_before: int | None = None, decode_rows: bool = True,
                       on_ddl: Callable[[str, str], None] | None = None,
-                      decoders: RowDecoders | None = None, piece: int = 0) -> Iterator[Transaction]:
+                      decoders: RowDecoders | None = None, piece: int = 0,
+                      server_version: tuple[int, int, int] | None = None,
+                      allow_statement_writes: bool = False) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
 
     From ``start.file``/``start.pos`` (a transaction boundary), or with ``auto_position`` by GTID
@@ -510,7 +580,10 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     :mod:`udtf.rowimage` (images come as canonical tuples); others by the library (dicts). With ``piece`` > 0 (and no
     ``skip_before``), a transaction is yielded in pieces of about that many rows as its rows events arrive, so
     that memory holds a piece, not a whole transaction; its last piece comes at its commit. The binlog holds a
-    transaction's rows only once it committed (XA PREPARE excepted, refused as before)."""
+    transaction's rows only once it committed (XA PREPARE excepted, refused as before). A statement logged as
+    SQL text that may change rows stops the read (:func:`statement_write_error`), read as the server of
+    ``server_version`` runs it (:func:`executed_text`); with ``allow_statement_writes`` only one that names a
+    captured table does."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import (
         GtidEvent,
@@ -535,7 +608,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.password,
                 "charset": "utf8mb4", "connect_timeout": max(1, int(round(profile.connect_timeout))),
                 "init_command": "SET SESSION time_zone = '+00:00'", "read_timeout": READ_TIMEOUT,
-                **tls_kwargs(profile)}
+                **pymysql_kwargs(profile)}
     kw: dict[str, Any] = {}
     if auto_position:
         kw["auto_position"] = start.gtids or ""
@@ -543,7 +616,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         kw.update(log_file=start.file, log_pos=start.pos, resume_stream=True)
     row_events = (WriteRowsEvent, UpdateRowsEvent, PartialUpdateRowsEvent, DeleteRowsEvent)
     stream = BinLogStreamReader(
-        connection_settings=settings, server_id=server_id, blocking=False,
+        connection_settings=settings, server_id=server_id, blocking=False, pymysql_wrapper=guarded_connect,
         # PartialUpdateRowsEvent: an update logged with partial JSON (refused below, never skipped);
         # NotImplementedEvent: events the library cannot decode, checked for compressed ones below
         only_events=[GtidEvent, MariadbGtidEvent, XidEvent, XAPrepareEvent, QueryEvent, RotateEvent,
@@ -642,14 +715,10 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                     continue
                 db = ev.schema.decode() if isinstance(ev.schema, bytes) else str(ev.schema or "")
                 late = skip_before is None or int(ev.timestamp) >= skip_before
-                as_text = statement_dml_tables(q, db, tables)
-                if as_text and late:
-                    raise ServerSettingError(
-                        f"a change to {str(as_text[0])!r} at {file}:{pos} was logged as an SQL statement, not as "
-                        "row images (the writing session set binlog_format to STATEMENT or MIXED), so the binlog "
-                        "does not hold the changed rows and they cannot be delivered; keep binlog_format=ROW in "
-                        "every session (revoke the privilege to change it: SYSTEM_VARIABLES_ADMIN / SUPER) and "
-                        "take a new snapshot of the table")
+                run = executed_text(q, flavor, server_version)
+                if late and writes_rows(run) and (
+                        not allow_statement_writes or statement_dml_tables(run, db, tables)):
+                    raise statement_write_error(run, db, tables, f"{file}:{pos}")
                 changed = ddl_tables(q, db, tables)
                 if on_ddl is not None and late and _DDL.match(q):
                     on_ddl(q, db)
@@ -712,11 +781,13 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
 
 def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId],
                      *, flavor: str, use_gtid: bool, done: Callable[[str | None, str, int], bool],
-                     decoders: RowDecoders | None = None) -> Iterator[BinlogRow]:
+                     decoders: RowDecoders | None = None, server_version: tuple[int, int, int] | None = None,
+                     allow_statement_writes: bool = False) -> Iterator[BinlogRow]:
     """Row changes of ``tables`` from ``start`` (exclusive), transaction by transaction, until
     ``done(gtid, file, end)`` says so after a transaction (used by the snapshot backfill)."""
     for txn in read_transactions(profile, server_id, start, tables, flavor=flavor, auto_position=use_gtid,
-                                 decoders=decoders):
+                                 decoders=decoders, server_version=server_version,
+                                 allow_statement_writes=allow_statement_writes):
         yield from txn.rows
         if done(txn.gtid, txn.file, txn.end):
             return

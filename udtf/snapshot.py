@@ -51,7 +51,7 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.sql import ident, select_chunk_sql
 from mysql_cdc.udtf.binlog_events import (
     canonical_image,
-    claimed_server_id,
+    claimed_id,
     gtid_window_done,
     position_window_done,
     read_row_changes,
@@ -482,9 +482,11 @@ class SnapshotReader:
             keep = lambda r: BinlogOffset(r.file, r.pos).position_key() <= target  # noqa: E731
         conv = binlog_row_converter(self.schema.columns, self.opts.tinyint1_as_boolean)
         changes: list[RowChange] = []
-        with claimed_server_id(self.profile, self.opts.server_ids) as sid:
+        with claimed_id(self.profile, self.opts) as sid:
             for r in read_row_changes(self.profile, sid, low, {self.schema.table}, flavor=self.facts.flavor,
-                                      use_gtid=self.strategy == "gtid", done=done, decoders=self._decoders):
+                                      use_gtid=self.strategy == "gtid", done=done, decoders=self._decoders,
+                                      server_version=self.facts.version,
+                                      allow_statement_writes=self.opts.allow_statement_writes):
                 if keep(r):
                     changes.append(RowChange(r.op, None if r.before is None else canonical_image(r.before, conv),
                                              None if r.after is None else canonical_image(r.after, conv)))

@@ -19,7 +19,7 @@ from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import table_matches
-from mysql_cdc.planner.plan import describe_now, describe_tables, split_schemas
+from mysql_cdc.planner.plan import check_server_id_claims, describe_now, describe_tables, split_schemas
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore, history_key
 from mysql_cdc.udtf.adapter import (
@@ -112,6 +112,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise ConfigError("a mysql_cdc stream needs .option('state_dir', <path or URI>): the chunk plan and the "
                               "chunks' watermarks are kept there (offsets stay small)")
         changes_need_metadata(opts, "a mysql_cdc stream")
+        check_server_id_claims(profile, opts)
         self.profile = profile
         self.opts = opts
         self.parallelism = parallelism
