@@ -77,7 +77,7 @@ def core(info: ServerInfo, rng: Range, decoder: str) -> Callable[[], int]:
     from mysql_cdc.offsets import BinlogOffset
     from mysql_cdc.options import ConnectionProfile, parse_options
     from mysql_cdc.planner.plan import describe_table
-    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom
+    from mysql_cdc.udtf.binlog.phase import BinlogPhase, ReadFrom
 
     profile = ConnectionProfile(host=info.host, port=info.port, user=info.user, password=info.password)
     opts = parse_options({"table": "tpch.orders", "startup": "offset", "startup_offset": f"{rng[0]}:{rng[1]}",
@@ -119,8 +119,8 @@ def cut_range(info: ServerInfo, rng: Range, parts: int) -> list[Range]:
     from mysql_cdc.offsets import BinlogOffset
     from mysql_cdc.options import ConnectionProfile, parse_options
     from mysql_cdc.planner.plan import describe_table
-    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom
-    from mysql_cdc.udtf.stream_reader import SPLIT_MIN_BYTES
+    from mysql_cdc.udtf.binlog.phase import BinlogPhase, ReadFrom
+    from mysql_cdc.udtf.spark.stream_reader import SPLIT_MIN_BYTES
 
     profile = ConnectionProfile(host=info.host, port=info.port, user=info.user, password=info.password)
     opts = parse_options({"table": "tpch.orders"})

@@ -7,7 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.udtf.adapter import _META_ARROW, _META_NULLABLE, META_COLUMNS
+from mysql_cdc.rows import META_COLUMNS
+from mysql_cdc.udtf.spark.output import _META_ARROW, _META_NULLABLE
 
 _TABLES: dict[str, pa.Table] = {}
 # what a chunk of the snapshot carries in its metadata columns

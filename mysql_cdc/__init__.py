@@ -49,8 +49,8 @@ __version__ = "0.1.0"
 
 def register(spark: Any, profiles: Any = None, *, ship_code: bool | None = None) -> None:
     """Register the SQL functions and the data source on a classic or Spark Connect session.
-    See :func:`mysql_cdc.registration.register`."""
-    from mysql_cdc.registration import register as _register
+    See :func:`mysql_cdc.udtf.spark.register.register`."""
+    from mysql_cdc.udtf.spark.register import register as _register
 
     _register(spark, profiles, ship_code=ship_code)
 
@@ -76,8 +76,8 @@ def split(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str,
     """The rows of a read of many tables (option ``tables``: values as JSON in ``__values``) as
     ``{'db.table': DataFrame}``, each typed exactly as a read of that one table (option ``table``) types it,
     with the metadata columns. ``state_dir`` is the read's; ``tables`` picks some (default: all recorded
-    there). See :mod:`mysql_cdc.udtf.split`."""
-    from mysql_cdc.udtf.split import table_frames
+    there). See :mod:`mysql_cdc.udtf.spark.frames`."""
+    from mysql_cdc.udtf.spark.frames import table_frames
 
     return table_frames(df, state_dir, tables)
 
@@ -92,14 +92,14 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     ``state_dir`` the capture's (keep both with the target). ``once`` stops at the binlog end taken at the start
     (``availableNow``), else a micro-batch runs every ``trigger_seconds``. Other ``options`` go to the stream
     (``chunk_size``, ``max_chunks_per_batch``, ...). ``on_batch`` is called with each batch's
-    :class:`~mysql_cdc.udtf.sync_job.BatchStats` (a classic session: it runs in this process). The target is
-    created, or checked, before any data is read. See :mod:`mysql_cdc.udtf.sync_job`.
+    :class:`~mysql_cdc.udtf.sync.job.BatchStats` (a classic session: it runs in this process). The target is
+    created, or checked, before any data is read. See :mod:`mysql_cdc.udtf.sync.job`.
     """
     from mysql_cdc.options import resolve_profile
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
-    from mysql_cdc.registration import _is_connect, _profiles
     from mysql_cdc.state.store import StateStore, tighten_umask
-    from mysql_cdc.udtf.sync_job import (
+    from mysql_cdc.udtf.spark.register import _is_connect, _profiles
+    from mysql_cdc.udtf.sync.job import (
         SYNC_DEFAULTS,
         check_sync_paths,
         check_tables,

@@ -18,81 +18,10 @@ from decimal import Decimal
 from typing import Any
 
 from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.ids import TableId, split_ident_parts
 from mysql_cdc.offsets import BinlogOffset
 
 Key = tuple[Any, ...]
-
-
-def quote_ident(name: str) -> str:
-    """Quote a MySQL identifier with backticks, doubling any backtick inside.
-
-    >>> quote_ident("my`table")
-    '`my``table`'
-    """
-    return "`" + name.replace("`", "``") + "`"
-
-
-@dataclass(frozen=True, order=True)
-class TableId:
-    database: str
-    table: str
-
-    def __str__(self) -> str:
-        return f"{_id_part(self.database)}.{_id_part(self.table)}"
-
-    def quoted(self) -> str:
-        return f"{quote_ident(self.database)}.{quote_ident(self.table)}"
-
-    @classmethod
-    def parse(cls, text: str) -> TableId:
-        """Parse ``db.table``; a part holding ``.``, ``:`` or a backtick is written in backticks.
-
-        >>> TableId.parse("shop.orders"), TableId.parse("`my.db`.t")
-        (TableId(database='shop', table='orders'), TableId(database='my.db', table='t'))
-        """
-        parts, rest = _split_ident_parts(text, 2)
-        if rest or len(parts) != 2:
-            raise ConfigError(f"bad table name {text!r}; expected 'database.table'")
-        return cls(parts[0], parts[1])
-
-
-def _id_part(name: str) -> str:
-    if re.fullmatch(r"[A-Za-z0-9_$\-]+", name):
-        return name
-    return quote_ident(name)
-
-
-def _split_ident_parts(text: str, count: int) -> tuple[list[str], str]:
-    """Read up to ``count`` dot-separated identifiers (bare or backticked); return them and the unread rest."""
-    parts: list[str] = []
-    i = 0
-    while len(parts) < count and i <= len(text):
-        if i < len(text) and text[i] == "`":
-            j = i + 1
-            buf = []
-            while True:
-                k = text.find("`", j)
-                if k < 0:
-                    raise ConfigError(f"bad identifier in {text!r}: unclosed backtick")
-                if text[k + 1 : k + 2] == "`":
-                    buf.append(text[j : k + 1])
-                    j = k + 2
-                    continue
-                buf.append(text[j:k])
-                i = k + 1
-                break
-            parts.append("".join(buf))
-        else:
-            m = re.match(r"[^.:`]+", text[i:])
-            if not m:
-                break
-            parts.append(m.group(0))
-            i += m.end()
-        if len(parts) < count and i < len(text) and text[i] == ".":
-            i += 1
-        else:
-            break
-    return parts, text[i:]
 
 
 @dataclass(frozen=True)
@@ -131,7 +60,7 @@ def parse_chunk_id(text: str) -> tuple[TableId, int]:
     >>> parse_chunk_id("shop.orders:17")
     (TableId(database='shop', table='orders'), 17)
     """
-    parts, rest = _split_ident_parts(text, 2)
+    parts, rest = split_ident_parts(text, 2)
     m = re.fullmatch(r":(\d+)", rest)
     if len(parts) != 2 or not m:
         raise ConfigError(f"bad chunk id {text!r}; expected 'database.table:N'")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from mysql_cdc.chunks import TableId
+from mysql_cdc.ids import TableId
 
 
 @dataclass(frozen=True)

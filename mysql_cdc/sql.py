@@ -16,20 +16,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, Key, TableId, quote_ident
-
-
-def ident(name: str) -> str:
-    """A quoted identifier for text executed with parameters.
-
-    >>> ident("100%"), ident("a`b")
-    ('`100%%`', '`a``b`')
-    """
-    return quote_ident(name).replace("%", "%%")
-
-
-def table_ident(table: TableId) -> str:
-    return f"{ident(table.database)}.{ident(table.table)}"
+from mysql_cdc.chunks import Chunk, Key
+from mysql_cdc.ids import ident, table_ident
 
 
 def key_compare(cols: Sequence[str], key: Key, op: str) -> tuple[str, list[Any]]:
@@ -57,7 +45,7 @@ def chunk_where(chunk: Chunk) -> tuple[str, list[Any]]:
     """``WHERE`` text (without the keyword) selecting exactly the chunk's half-open key range; for a nullable
     chunk key, ranges hold no key with a NULL and the ``nulls`` chunk holds every such key.
 
-    >>> from mysql_cdc.chunks import TableId
+    >>> from mysql_cdc.ids import TableId
     >>> chunk_where(Chunk(TableId("d", "t"), 0, ("a", "b"), None, (5, 1), nullable=True))
     ('`a` IS NOT NULL AND `b` IS NOT NULL AND (`a` < %s OR (`a` = %s AND `b` < %s))', [5, 5, 1])
     >>> chunk_where(Chunk(TableId("d", "t"), 1, ("a", "b"), None, None, nullable=True, nulls=True))
@@ -83,6 +71,7 @@ def select_chunk_sql(chunk: Chunk, columns: Sequence[str], exprs: Sequence[str] 
     """The chunk's SELECT; ``exprs`` (one per column, from trusted code, made with :func:`ident`) replace plain
     column references.
 
+    >>> from mysql_cdc.ids import TableId
     >>> select_chunk_sql(Chunk(TableId("d", "t%"), 0, ("k",), (5,), None), ["k", "v%"])
     ('SELECT `k`, `v%%` FROM `d`.`t%%` WHERE `k` >= %s', [5])
     """

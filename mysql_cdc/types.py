@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mysql_cdc.errors import UnsupportedTypeError
 from mysql_cdc.schema import ColumnInfo, TableSchema
 
-# ---- character sets: text arrives from the binlog as stored bytes (see udtf.binlog_events) ----
+# ---- character sets: text arrives from the binlog as stored bytes (see udtf.binlog.transactions) ----
 
 _UNICODE = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "utf16": "utf-16-be", "ucs2": "utf-16-be",
             "utf16le": "utf-16-le", "utf32": "utf-32-be"}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pymysql
 
-from mysql_cdc.chunks import TableId
 from mysql_cdc.errors import ChunkKeyError, PrivilegeError, TableError
+from mysql_cdc.ids import TableId
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.types import check_columns
 

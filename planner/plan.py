@@ -6,9 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect, registered_replica_ids, server_facts, unlisted_replicas
 from mysql_cdc.errors import ChunkKeyError, TableError
+from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema

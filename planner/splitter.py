@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds, quote_ident
+from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds
+from mysql_cdc.ids import ident, quote_ident, table_ident
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.sql import ident, key_compare, table_ident
+from mysql_cdc.sql import key_compare
 
 
 def approx_rows(conn: Any, schema: TableSchema) -> int:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pymysql
 
-from mysql_cdc.chunks import TableId, quote_ident
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import LOCK_REFUSED, PrivilegeError, ServerSettingError, TableError, lock_refused
+from mysql_cdc.ids import TableId, quote_ident
 from mysql_cdc.schema import TableSchema
 
 MIN_VERSION = {"mysql": (8, 0, 0), "mariadb": (10, 5, 0)}

@@ -23,7 +23,7 @@ import pytest
 def _owner_off_by_one() -> None:
     import bisect
 
-    from mysql_cdc.udtf.emit import EmitRule
+    from mysql_cdc.udtf.binlog.emit import EmitRule
 
     # a key equal to a chunk's first key is judged by the previous chunk's high watermark
     EmitRule.owner = lambda self, key: bisect.bisect_left(self._starts, key)  # type: ignore[method-assign]
@@ -31,24 +31,25 @@ def _owner_off_by_one() -> None:
 
 
 def _emit_ignores_key() -> None:
-    from mysql_cdc.udtf.emit import EmitRule
+    from mysql_cdc.udtf.binlog.emit import EmitRule
 
     EmitRule.decided = lambda self, event, gtid=None: True  # type: ignore[method-assign]
 
 
 def _correction_no_delete() -> None:
-    import mysql_cdc.udtf.correct
-    import mysql_cdc.udtf.snapshot
+    import mysql_cdc.udtf.snapshot.correct
+    import mysql_cdc.udtf.snapshot.reader
 
-    real = mysql_cdc.udtf.correct.correct_chunk
+    real = mysql_cdc.udtf.snapshot.correct.correct_chunk
 
     def correct_chunk(rows: Iterable[Any], changes: Iterable[Any], identity: Callable[[Any], Hashable],
                       in_chunk: Callable[[Any], bool]) -> list[Any]:
         return real(rows, [c for c in changes if c.op != "delete"], identity, in_chunk)
 
-    mysql_cdc.udtf.correct.correct_chunk = correct_chunk
-    if hasattr(mysql_cdc.udtf.snapshot, "correct_chunk"):
-        mysql_cdc.udtf.snapshot.correct_chunk = correct_chunk  # type: ignore[attr-defined]
+    # the rule's module, and the reader that imported it by name: both, or the mutant would not reach the reader
+    mysql_cdc.udtf.snapshot.correct.correct_chunk = correct_chunk
+    assert mysql_cdc.udtf.snapshot.reader.correct_chunk is real
+    mysql_cdc.udtf.snapshot.reader.correct_chunk = correct_chunk
 
 
 def _chunk_gap() -> None:
@@ -65,9 +66,9 @@ def _chunk_gap() -> None:
         return chunks
 
     mysql_cdc.chunks.chunks_from_bounds = chunks_from_bounds
-    for mod in (mysql_cdc.planner.splitter,):
-        if hasattr(mod, "chunks_from_bounds"):
-            mod.chunks_from_bounds = chunks_from_bounds  # type: ignore[attr-defined]
+    # the splitter imported it by name: patched there too, or the mutant would not reach the planner
+    assert mysql_cdc.planner.splitter.chunks_from_bounds is real
+    mysql_cdc.planner.splitter.chunks_from_bounds = chunks_from_bounds
 
 
 MUTANTS: dict[str, Callable[[], None]] = {

@@ -9,15 +9,8 @@ from decimal import Decimal
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from mysql_cdc.chunks import (
-    TableId,
-    chunk_id,
-    chunks_from_bounds,
-    decode_key,
-    encode_key,
-    even_bounds,
-    parse_chunk_id,
-)
+from mysql_cdc.chunks import chunk_id, chunks_from_bounds, decode_key, encode_key, even_bounds, parse_chunk_id
+from mysql_cdc.ids import TableId
 
 ident = st.text(min_size=1, max_size=12).filter(lambda s: "\x00" not in s)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mysql_cdc.udtf.correct import RowChange, correct_chunk
+from mysql_cdc.udtf.snapshot.correct import RowChange, correct_chunk
 
 KEYS = st.integers(min_value=0, max_value=30)
 

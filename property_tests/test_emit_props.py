@@ -7,7 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.udtf.emit import EmitRule
+from mysql_cdc.udtf.binlog.emit import EmitRule
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 Event = tuple[int, int | None, int | None, int]  # position, before key, after key, after value

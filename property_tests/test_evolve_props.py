@@ -1,7 +1,8 @@
-"""The schema-change rule (``udtf.evolve``) against a model (pure; no server): random ALTER TABLE statements built
-from clauses whose effect on stored values is known, applied to a random table. The rule follows in place
-exactly when no clause changes a stored value; ``plainly_kept`` recognizes the clauses that cannot by their text
-alone; ``apply_plain`` gives the columns after such a statement; ``evolve_rows`` moves a mirror's rows there."""
+"""The schema-change rule (``udtf.schema.evolve``) against a model (pure; no server): random ALTER TABLE
+statements built from clauses whose effect on stored values is known, applied to a random table. The rule
+follows in place exactly when no clause changes a stored value; ``plainly_kept`` recognizes the clauses that
+cannot by their text alone; ``apply_plain`` gives the columns after such a statement; ``evolve_rows`` moves a
+mirror's rows there."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mysql_cdc.chunks import TableId
+from mysql_cdc.ids import TableId
 from mysql_cdc.schema import ColumnInfo, TableSchema
-from mysql_cdc.udtf.evolve import EVOLVE, RESET, SAME, apply_plain, evolve_rows, judge, plainly_kept
+from mysql_cdc.udtf.schema.evolve import EVOLVE, RESET, SAME, apply_plain, evolve_rows, judge, plainly_kept
 
 ID = ColumnInfo("id", "int", "int", False)
 TYPES = {"int": ColumnInfo("", "int", "int", True), "bigint": ColumnInfo("", "bigint", "bigint", True),

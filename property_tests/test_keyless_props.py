@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.udtf.correct import RowChange, undo_changes
-from mysql_cdc.udtf.emit import EmitRule
+from mysql_cdc.udtf.binlog.emit import EmitRule
+from mysql_cdc.udtf.snapshot.correct import RowChange, undo_changes
 
 Row = tuple[int | None, int]
 KEYS = st.one_of(st.none(), st.integers(0, 12))

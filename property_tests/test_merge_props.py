@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mysql_cdc.udtf.merge import DELETE_COLUMN, final_images
+from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, final_images
 
 # (op, key, value) images in binlog order; snapshot rows (r) carry sequence 0, changes a growing one
 images = st.lists(st.tuples(st.sampled_from(["r", "+I", "-U", "+U", "-D"]), st.integers(0, 6), st.integers(0, 99)),

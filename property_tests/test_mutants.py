@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.udtf.correct import Row, RowChange
-from mysql_cdc.udtf.emit import EmitRule, SortKey
+from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey
+from mysql_cdc.udtf.snapshot.correct import Row, RowChange
 from property_tests import test_chunks_props, test_correction_props, test_emit_props, test_offsets_props
 
 

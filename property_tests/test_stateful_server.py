@@ -30,15 +30,16 @@ from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import ChunkRecord, StateStore
-from mysql_cdc.udtf.binlog import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.snapshot import ChunkRead, Hooks, SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import ChunkRead, Hooks, SnapshotReader
 from tests.conftest import wait_until
 from tests.servers import ServerProcess
 

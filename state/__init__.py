@@ -1,1 +1,2 @@
-"""Positions and progress: binlog offsets with a total order, chunk watermarks, durable records."""
+"""What a capture records: chunk watermarks, plans, schemas and their history, rounds, committed offsets, in a
+state directory (:mod:`.store`, whose docstring is the layout)."""

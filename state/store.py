@@ -32,20 +32,22 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, ChunkRecord, TableId, decode_key, encode_key, null_flags
+from mysql_cdc.chunks import Chunk, ChunkRecord, decode_key, encode_key, null_flags
 from mysql_cdc.errors import StateError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import binlog_file_key
+from mysql_cdc.options import CdcOptions
 from mysql_cdc.schema import TableSchema
 
 
 def tighten_umask() -> None:
     """Make the process's umask drop group and world write (at least 022), whatever it was: what delta-rs and
     Spark create from this process (mirror tables, checkpoints, outputs) is then never group- or world-writable.
-    It only tightens; the state dir's own modes are set explicitly (:func:`_make_dirs`, 0600 files)."""
+    It only tightens; the state dir's own modes are set explicitly (:func:`make_dirs`, 0600 files)."""
     os.umask(os.umask(0o022) | 0o022)
 
 
-def _make_dirs(path: str, mode: int = 0o755, parents: int = 0o755) -> None:
+def make_dirs(path: str, mode: int = 0o755, parents: int = 0o755) -> None:
     """``os.makedirs`` with the folder given ``mode`` and the parents it creates ``parents`` (0755 by default),
     whatever the umask (makedirs gives the parents 0777 & ~umask, and ``mkdir``'s mode is masked): nothing we
     write is group- or world-writable, and a private folder is private."""
@@ -53,7 +55,7 @@ def _make_dirs(path: str, mode: int = 0o755, parents: int = 0o755) -> None:
         return
     parent = os.path.dirname(path)
     if parent != path:
-        _make_dirs(parent, parents, parents)
+        make_dirs(parent, parents, parents)
     try:
         os.mkdir(path, mode)
     except FileExistsError:
@@ -140,7 +142,7 @@ class StateStore:
     def _private_root(self) -> None:
         """The state dir is private (0700, its files 0600): made so, and an older one (0755) made so."""
         if not self._made:
-            _make_dirs(self._root, 0o700)
+            make_dirs(self._root, 0o700)
             with contextlib.suppress(OSError):
                 if os.stat(self._root).st_mode & 0o077:
                     os.chmod(self._root, 0o700)
@@ -150,7 +152,7 @@ class StateStore:
         """Write atomically; with ``first_wins`` an existing file stays (atomic ``link`` on local paths)."""
         if self._local:
             self._private_root()
-            _make_dirs(os.path.dirname(path), 0o700, 0o700)
+            make_dirs(os.path.dirname(path), 0o700, 0o700)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -353,7 +355,7 @@ class StateStore:
         for src, dst in moves:
             if self._local:
                 if os.path.exists(src):
-                    _make_dirs(os.path.dirname(dst), 0o700, 0o700)
+                    make_dirs(os.path.dirname(dst), 0o700, 0o700)
                     os.replace(src, dst)
             else:  # object stores move objects, not folders: one file at a time
                 assert self._fs is not None
@@ -421,3 +423,27 @@ class StateStore:
             names = [os.path.basename(i.path) for i in infos if i.path.endswith(".json")]
         recs = [self._read(f"{d}/{n}") for n in names]
         return sorted((r for r in recs if r is not None), key=lambda r: r.index)
+
+
+# options that shape a capture's output types: kept in its state dir on first use, the same ever after
+SHAPING = ("tinyint1_as_boolean",)
+
+
+def pin_capture(opts: CdcOptions) -> None:
+    """Record the output-shaping options in ``opts.state_dir`` the first time; refuse other values later."""
+    if not opts.state_dir:
+        return
+    now = {k: getattr(opts, k) for k in SHAPING}
+    kept = StateStore(opts.state_dir).record_capture(now)
+    changed = {k: (kept.get(k), v) for k, v in now.items() if kept.get(k, v) != v}
+    if changed:
+        raise StateError(f"state_dir {opts.state_dir!r} was read with other output types: option(s) "
+                         f"{', '.join(f'{k}={old!r}' for k, (old, _) in changed.items())} (now "
+                         f"{', '.join(f'{k}={new!r}' for k, (_, new) in changed.items())}); keep them, or give a new "
+                         "state_dir (and checkpoint)")
+
+
+def capture_options(store: StateStore) -> CdcOptions:
+    """The output-shaping options a capture recorded in ``store`` (defaults where it recorded none)."""
+    kept = store.capture() or {}
+    return CdcOptions(**{k: kept[k] for k in SHAPING if k in kept})

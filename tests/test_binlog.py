@@ -11,17 +11,18 @@ from typing import Any
 
 import pytest
 
-from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect
 from mysql_cdc.errors import BinlogError, PrivilegeError, SchemaChangedError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import ChunkRecord, StateStore
-from mysql_cdc.udtf.binlog import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
-from mysql_cdc.udtf.binlog_events import claimed_server_id, read_transactions
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
+from mysql_cdc.udtf.binlog.transactions import claimed_server_id, read_transactions
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.snapshot import Hooks, SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import Hooks, SnapshotReader
 from tests.helpers import Write, Writer, binlog_end, insert_rows
 
 Image = tuple[str, int, int]  # op, id, v
@@ -282,7 +283,7 @@ def test_binlog_connection_killed_on_the_server_is_reopened_without_loss(
 
 def test_server_ids_all_taken_is_a_clear_error(profile: ConnectionProfile, db: str, root: Any, table: Model,
                                                tmp_path: Any) -> None:
-    from mysql_cdc.udtf.binlog_events import LOCK_PREFIX, claimed_server_id
+    from mysql_cdc.udtf.binlog.transactions import LOCK_PREFIX, claimed_server_id
 
     holder = connect(profile)
     cur = holder.cursor()
@@ -319,7 +320,7 @@ def test_a_registered_replicas_server_id_is_never_claimed(info: Any, profile: Co
     ids of registered replicas are skipped. A user that may not list them (MariaDB without REPLICATION MASTER
     ADMIN) claims no id, unless told to claim one unchecked: it used to warn and then take a replica's id."""
     from mysql_cdc.planner.plan import check_server_id_claims
-    from mysql_cdc.udtf.binlog_events import claimed_server_id, registered_replica_ids
+    from mysql_cdc.udtf.binlog.transactions import claimed_server_id, registered_replica_ids
 
     cur = root.cursor()
     blind = None

@@ -22,9 +22,9 @@ from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import describe_tables, plan_tables
 from mysql_cdc.sql import chunk_where
 from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf.binlog import BinlogPhase, Change, recorded_rules, rules_start
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change, recorded_rules, rules_start
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.snapshot import Hooks, SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import Hooks, SnapshotReader
 from tests.conftest import wait_until
 from tests.helpers import binlog_end, insert_rows, profile_url
 from tests.servers import ServerInfo, ServerProcess
@@ -306,7 +306,7 @@ def test_a_long_transaction_on_a_table_without_a_key_is_one_clear_error_after_th
     """A transaction that wrote the table and stays open keeps the read lock from being granted: after the
     tries (two of a second here) the read stops with one error naming the table and the cause."""
     from mysql_cdc.errors import TableError
-    from mysql_cdc.udtf import snapshot
+    from mysql_cdc.udtf.snapshot import reader as snapshot
 
     _make(root, 8)
     facts, plans = _plan(profile, db)
@@ -349,7 +349,7 @@ def test_a_chunk_without_a_size_bound_is_streamed_never_read_ahead_whole(profile
                                                                         root: Any) -> None:
     """Chunks are read one ahead, whole, in a thread; a table without any key is one chunk of every row, and
     the NULL keys' chunk has no bound either: those are read in turn, streamed."""
-    from mysql_cdc.udtf.adapter import Output, read_chunks
+    from mysql_cdc.udtf.spark.output import Output, read_chunks
 
     _make(root, 9)
     facts, plans = _plan(profile, db, chunk_size=100)

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import mysql_cdc
-from mysql_cdc.chunks import TableId
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import ConnectionProfile
 from mysql_cdc.state.store import StateStore

@@ -44,7 +44,7 @@ def test_bad_options_are_one_clear_error(raw: dict[str, Any], message: str) -> N
 
 
 def test_sql_arguments_never_take_a_password() -> None:
-    from mysql_cdc.udtf.sql_functions import _sql_options
+    from mysql_cdc.udtf.spark.sql_functions import _sql_options
 
     with pytest.raises(ConfigError, match="forbidden.*'password'.*connection profile"):
         _sql_options({"source": "x", "password": "hunter2-secret"})
@@ -117,7 +117,7 @@ def test_a_profile_reads_its_password_from_an_environment_variable_or_a_file(
     prof = resolve_profile(parse_options({"source": "shop-eu"}))
     assert (prof.user, prof.password, prof.host) == ("cdc", "p@ss/word", "db.internal")
     # a URL with its password in a Spark setting is refused (Spark logs it unredacted); the split form is not
-    from mysql_cdc.registration import check_conf_secrets
+    from mysql_cdc.udtf.spark.register import check_conf_secrets
 
     check_conf_secrets([("spark.executorEnv.MYSQL_CDC_PROFILE_SHOP", "mysql://cdc@db:3306"),
                         ("spark.executorEnv.MYSQL_CDC_PASSWORD_SHOP", "pw")])
@@ -131,8 +131,8 @@ def test_public_face_and_pure_logic_load_no_spark_and_no_driver() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, mysql_cdc, mysql_cdc.chunks, mysql_cdc.sql, mysql_cdc.types, mysql_cdc.udtf.correct, "
-            "mysql_cdc.udtf.emit, mysql_cdc.udtf.convert, mysql_cdc.offsets; "
+    code = ("import sys, mysql_cdc, mysql_cdc.chunks, mysql_cdc.sql, mysql_cdc.types, mysql_cdc.udtf.snapshot.correct, "
+            "mysql_cdc.udtf.binlog.emit, mysql_cdc.udtf.convert, mysql_cdc.offsets; "
             "print(sorted(m for m in ('pyspark', 'pymysql', 'MySQLdb', 'connectorx', 'pymysqlreplication') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -26,16 +26,21 @@ PKG = Path(ROOT) / "mysql_cdc"
 # ---------------------------------------------------------------- layering
 
 # The shared vocabulary at the bottom: every layer may import it; it imports only itself.
-VOCABULARY = {"errors", "options", "chunks", "schema", "types", "offsets", "keyorder", "sql", "connect", "rowjson"}
+VOCABULARY = {"errors", "options", "chunks", "schema", "types", "offsets", "keyorder", "sql", "connect", "rowjson",
+              "rows", "ids", "ddl"}
 # The public face: may import anything; nothing imports it.
-PUBLIC = {"", "__main__", "registration", "cli", "docs"}
-# The Spark adapters in udtf/: they use the planner, the readers and the state; the other udtf modules are
-# the readers, which use only the vocabulary and each other.
-ADAPTERS = {"adapter", "sql_functions", "batch_source", "stream_reader", "split", "sync_job"}
+PUBLIC = {"", "__main__", "cli", "docs"}
+# udtf/ by role, each folder a layer: the readers (binlog, snapshot, schema, and the value conversion under
+# them), then side by side on top the Spark adapters and the sync job
+READERS = {"binlog", "snapshot", "schema", "convert"}
+# the readers' floors: a reader imports readers of its floor or below (the snapshot reads the binlog for its
+# backfill; the binlog knows nothing of snapshots)
+FLOOR = {"convert": 0, "binlog": 1, "snapshot": 2, "schema": 2}
 
 
 def layer_of(module: str) -> str:
-    """The layer of a module of the package: vocabulary, public, planner, state, adapter or reader."""
+    """The layer of a module of the package: vocabulary, public, planner, state, reader, spark or sync, read
+    from its folder."""
     parts = module.split(".")
     assert parts[0] == "mysql_cdc", module
     if len(parts) == 1:
@@ -43,7 +48,11 @@ def layer_of(module: str) -> str:
     if parts[1] in ("planner", "state"):
         return parts[1]
     if parts[1] == "udtf":
-        return "adapter" if len(parts) > 2 and parts[2] in ADAPTERS else "reader"
+        if len(parts) == 2 or parts[2] in READERS:
+            return "reader"
+        if parts[2] in ("spark", "sync"):
+            return parts[2]
+        raise AssertionError(f"module {module!r} is in no folder of udtf/: put it in one of its roles")
     if parts[1] in VOCABULARY:
         return "vocabulary"
     if parts[1] in PUBLIC:
@@ -56,9 +65,15 @@ ALLOWED = {
     "planner": {"vocabulary", "planner"},
     "state": {"vocabulary", "state"},
     "reader": {"vocabulary", "reader"},
-    "adapter": {"vocabulary", "planner", "state", "reader", "adapter"},
-    "public": {"vocabulary", "planner", "state", "reader", "adapter", "public"},
+    "spark": {"vocabulary", "planner", "state", "reader", "spark"},
+    "sync": {"vocabulary", "planner", "state", "reader", "sync"},
+    "public": {"vocabulary", "planner", "state", "reader", "spark", "sync", "public"},
 }
+
+
+def _floor(module: str) -> int | None:
+    parts = module.split(".")
+    return FLOOR.get(parts[2]) if len(parts) > 2 and parts[1] == "udtf" else None
 
 
 def imported_modules(source: str, module: str, is_package: bool) -> Iterator[str]:
@@ -99,6 +114,8 @@ def violations(module: str, source: str, is_package: bool = False) -> list[str]:
         target = layer_of(name)
         if target not in ALLOWED[own]:
             out.append(f"{module} ({own}) imports {name} ({target})")
+        elif own == target == "reader" and (_floor(name) or 0) > (_floor(module) or 0):
+            out.append(f"{module} (reader, floor {_floor(module)}) imports {name} (floor {_floor(name)})")
     return out
 
 
@@ -119,31 +136,39 @@ def test_layers_import_only_downwards() -> None:
     found = list(package_modules())
     names = {m for m, _, _ in found}
     # the three layers are reached through the package (links in a checkout, package-dir in the wheel)
-    assert {"mysql_cdc.planner.plan", "mysql_cdc.udtf.binlog", "mysql_cdc.state.store",
-            "mysql_cdc.udtf.sql_functions", "mysql_cdc.udtf.batch_source", "mysql_cdc.udtf.stream_reader"} <= names
+    assert {"mysql_cdc.planner.plan", "mysql_cdc.udtf.binlog.phase", "mysql_cdc.state.store",
+            "mysql_cdc.udtf.spark.sql_functions", "mysql_cdc.udtf.spark.batch_source",
+            "mysql_cdc.udtf.spark.stream_reader", "mysql_cdc.udtf.sync.job"} <= names
     bad = [v for m, path, pkg in found for v in violations(m, path.read_text(encoding="utf-8"), pkg)]
     assert bad == []
 
 
 @pytest.mark.parametrize(("module", "source"), [
-    ("mysql_cdc.planner.plan", "from mysql_cdc.udtf.convert import value_converter"),   # sideways
-    ("mysql_cdc.state.store", "import mysql_cdc.planner.discover"),                     # sideways
-    ("mysql_cdc.udtf.binlog", "from mysql_cdc.state.store import StateStore"),          # reader -> state
-    ("mysql_cdc.udtf.emit", "def f():\n    from mysql_cdc.registration import register"),  # up, inside a function
-    ("mysql_cdc.chunks", "from mysql_cdc.planner.splitter import split_table"),         # vocabulary -> layer
-    ("mysql_cdc.udtf.adapter", "from mysql_cdc import cli"),                            # public face
-    ("mysql_cdc.udtf.snapshot", "from planner.chunks import Chunk"),                    # the uninstalled name
-    ("mysql_cdc.planner.splitter", "from ..udtf import convert"),                       # relative, sideways
+    ("mysql_cdc.planner.plan", "from mysql_cdc.udtf.convert import value_converter"),  # sideways
+    ("mysql_cdc.state.store", "import mysql_cdc.planner.discover"),  # sideways
+    ("mysql_cdc.udtf.binlog.phase", "from mysql_cdc.state.store import StateStore"),  # reader -> state
+    ("mysql_cdc.udtf.binlog.emit", "def f():\n    from mysql_cdc.udtf.spark.register import register"),  # up
+    ("mysql_cdc.udtf.binlog.phase", "from mysql_cdc.udtf.snapshot.reader import SnapshotReader"),  # a floor up
+    ("mysql_cdc.udtf.sync.job", "from mysql_cdc.udtf.spark.output import META_COLUMNS"),  # sync -> spark
+    ("mysql_cdc.udtf.spark.output", "from mysql_cdc.udtf.sync.job import start_sync"),  # spark -> sync
+    ("mysql_cdc.chunks", "from mysql_cdc.planner.splitter import split_table"),  # vocabulary -> layer
+    ("mysql_cdc.udtf.spark.output", "from mysql_cdc import cli"),  # public face
+    ("mysql_cdc.udtf.snapshot.reader", "from planner.chunks import Chunk"),  # the uninstalled name
+    ("mysql_cdc.planner.splitter", "from ..udtf import convert"),  # relative, sideways
 ])
 def test_the_layering_check_catches_a_wrong_import(module: str, source: str) -> None:
     assert violations(module, source) != []
 
 
 def test_the_layering_check_accepts_the_allowed_directions() -> None:
-    assert violations("mysql_cdc.udtf.stream_reader", "from mysql_cdc.state.store import StateStore\n"
-                      "from mysql_cdc.planner.plan import plan_tables\nfrom mysql_cdc.udtf.binlog import Change") == []
+    assert violations("mysql_cdc.udtf.spark.stream_reader", "from mysql_cdc.state.store import StateStore\n"
+                      "from mysql_cdc.planner.plan import plan_tables\n"
+                      "from mysql_cdc.udtf.binlog.phase import Change") == []
+    assert violations("mysql_cdc.udtf.snapshot.reader", "from mysql_cdc.udtf.binlog.transactions import read_row_"
+                      "changes\nfrom mysql_cdc.udtf.convert import value_converter") == []
     assert violations("mysql_cdc.planner.plan", "from .discover import match_tables\n"
                       "from mysql_cdc.chunks import Chunk") == []
+    assert layer_of("mysql_cdc.udtf.sync.job") == "sync" and layer_of("mysql_cdc.udtf.binlog") == "reader"
 
 
 # ---------------------------------------------------------------- the wheel in a fresh environment
@@ -157,8 +182,9 @@ def test_wheel_holds_one_top_level_package(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"mysql_cdc"}
-    for must in ("mysql_cdc/py.typed", "mysql_cdc/planner/plan.py", "mysql_cdc/udtf/binlog.py",
-                 "mysql_cdc/udtf/sql_functions.py", "mysql_cdc/state/store.py", "mysql_cdc/types.py"):
+    for must in ("mysql_cdc/py.typed", "mysql_cdc/planner/plan.py", "mysql_cdc/udtf/binlog/phase.py",
+                 "mysql_cdc/udtf/spark/sql_functions.py", "mysql_cdc/udtf/sync/job.py", "mysql_cdc/state/store.py",
+                 "mysql_cdc/types.py"):
         assert must in names
     assert any(".dist-info/" in n and n.endswith("LICENSE") for n in names)  # the license the metadata names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -213,7 +239,7 @@ def test_wheel_installs_into_a_fresh_venv_and_its_cli_plans(wheel: Path, tmp_pat
 # ---------------------------------------------------------------- code shipping
 
 def test_shipped_code_is_written_privately_and_holds_the_package() -> None:
-    from mysql_cdc.registration import code_zip, code_zip_bytes
+    from mysql_cdc.udtf.spark.register import code_zip, code_zip_bytes
 
     data = code_zip_bytes()
     assert data == code_zip_bytes()  # the same bytes for the same code: Connect refuses a reused name otherwise
@@ -227,7 +253,7 @@ def test_shipped_code_is_written_privately_and_holds_the_package() -> None:
     assert not os.path.exists(folder)
     names = zipfile.ZipFile(io.BytesIO(data)).namelist()
     assert {n.split("/")[0] for n in names} == {"mysql_cdc", "pymysql", "pymysqlreplication", "packaging"}
-    assert "mysql_cdc/planner/plan.py" in names and "mysql_cdc/udtf/stream_reader.py" in names
+    assert "mysql_cdc/planner/plan.py" in names and "mysql_cdc/udtf/spark/stream_reader.py" in names
 
 
 def _planted_zip(marker: Path) -> bytes:
@@ -245,7 +271,7 @@ def test_a_zip_planted_under_the_expected_name_is_not_shipped(connect_server: st
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     import mysql_cdc
-    from mysql_cdc.registration import code_zip_bytes
+    from mysql_cdc.udtf.spark.register import code_zip_bytes
 
     digest = hashlib.sha256(code_zip_bytes()).hexdigest()[:16]
     marker = tmp_path / "planted-code-ran"
@@ -274,7 +300,8 @@ def test_a_zip_planted_under_the_expected_name_is_not_shipped(connect_server: st
 # ---------------------------------------------------------------- nothing world-writable
 
 def test_state_files_are_never_world_writable(tmp_path: Path) -> None:
-    from mysql_cdc.chunks import Chunk, ChunkRecord, TableId
+    from mysql_cdc.chunks import Chunk, ChunkRecord
+    from mysql_cdc.ids import TableId
     from mysql_cdc.offsets import BinlogOffset
     from mysql_cdc.state.store import StateStore
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ChunkKeyError, ConnectError, PrivilegeError, ServerSettingError, TableError
+from mysql_cdc.ids import TableId
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import describe_table, plan_tables
 from mysql_cdc.planner.validate import check_server
@@ -194,7 +195,7 @@ def test_cascading_foreign_keys_are_refused_where_the_binlog_lacks_their_rows(
     """MariaDB 10.11 does not log the child rows an ON DELETE CASCADE / SET NULL changes; MySQL 9.7 does. A
     captured child table on MariaDB is refused (or acknowledged by an option); on MySQL the cascaded deletes
     are read from the binlog like any other."""
-    from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom, server_end
+    from mysql_cdc.udtf.binlog.phase import BinlogPhase, ReadFrom, server_end
 
     cur = root.cursor()
     cur.execute("CREATE TABLE parent (id INT PRIMARY KEY)")
@@ -417,7 +418,7 @@ def test_inlined_literals_mean_what_bound_parameters_mean(info: ServerInfo, sql_
 
 def test_mysql_without_gtids_falls_back_to_positions_with_a_warning(tmp_path: Any,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
-    from mysql_cdc.udtf.snapshot import SnapshotReader
+    from mysql_cdc.udtf.snapshot.reader import SnapshotReader
     from tests.servers import ServerProcess
 
     proc = ServerProcess("mysql", str(tmp_path), gtid=False)

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mysql_cdc
-from mysql_cdc.chunks import TableId, chunks_from_bounds
+from mysql_cdc.chunks import chunks_from_bounds
+from mysql_cdc.ids import TableId
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.planner.splitter import (
@@ -26,8 +27,8 @@ from mysql_cdc.planner.splitter import (
     MIN_AUTO_CHUNK_ROWS,
     chunk_rows,
 )
-from mysql_cdc.udtf.adapter import Output, read_chunks, spread_chunks
-from mysql_cdc.udtf.snapshot import SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import SnapshotReader
+from mysql_cdc.udtf.spark.output import Output, read_chunks, spread_chunks
 from tests.conftest import wait_until
 from tests.helpers import insert_rows, is_connect, profile_url
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 import mysql_cdc
-from mysql_cdc.chunks import TableId
 from mysql_cdc.errors import ConfigError
+from mysql_cdc.ids import TableId
 from mysql_cdc.options import ConnectionProfile
 from mysql_cdc.state.store import StateStore, schema_at
-from mysql_cdc.udtf.sync_job import table_path
+from mysql_cdc.udtf.sync.job import table_path
 from tests.conftest import wait_until
 from tests.helpers import profile_url
 from tests.servers import ServerInfo

@@ -15,14 +15,15 @@ from typing import Any
 import pytest
 
 import mysql_cdc
-from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect, connect_fast
 from mysql_cdc.errors import ConnectError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo, TableSchema
-from mysql_cdc.udtf.binlog_events import read_transactions
-from mysql_cdc.udtf.fast_select import FastPathUnavailable, fast_select
+from mysql_cdc.udtf.binlog.transactions import read_transactions
+from mysql_cdc.udtf.snapshot.fast_select import FastPathUnavailable, fast_select
 from tests.fake_auth_server import ClearTextServer, clear_text_server
 
 SECRET = "Sup3r-secret-7x"

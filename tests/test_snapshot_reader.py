@@ -12,7 +12,7 @@ from mysql_cdc.chunks import Chunk
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.snapshot import ChunkRead, Hooks, SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import ChunkRead, Hooks, SnapshotReader
 from tests.conftest import wait_until
 from tests.helpers import Writer, binlog_end, insert_rows
 from tests.servers import ServerInfo, ServerProcess

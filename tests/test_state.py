@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mysql_cdc.chunks import Chunk, ChunkRecord, TableId
+from mysql_cdc.chunks import Chunk, ChunkRecord
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.state.store import StateStore, table_file_name
 

@@ -216,7 +216,7 @@ def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     from mysql_cdc.options import parse_options
-    from mysql_cdc.udtf.stream_reader import MysqlCdcStreamReader
+    from mysql_cdc.udtf.spark.stream_reader import MysqlCdcStreamReader
 
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
     root.cursor().execute("CREATE TABLE other (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")

@@ -21,11 +21,11 @@ import pyarrow as pa
 import pytest
 
 import mysql_cdc
-from mysql_cdc.chunks import TableId
+from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf import sync_job
-from mysql_cdc.udtf.sync_job import DeltaMirror, query_app_id, table_path
+from mysql_cdc.udtf.sync import job as sync_job
+from mysql_cdc.udtf.sync.job import DeltaMirror, query_app_id, table_path
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import profile_url
 from tests.servers import ServerInfo

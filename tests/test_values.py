@@ -3,7 +3,7 @@ paths) and by binlog (insert, update before and after image, delete), on a serve
 America/New_York (TIMESTAMPs on both sides of its DST changes), on MySQL 9.7 and MariaDB 10.11.
 
 Each disagreement found while writing this was a wrong value in the binlog path, fixed in
-``udtf.convert.binlog_fixup`` / ``udtf.binlog_events``: negative TIME with a fraction, BINARY(n) padding,
+``udtf.convert.binlog_fixup`` / ``udtf.binlog.transactions``: negative TIME with a fraction, BINARY(n) padding,
 empty binary strings as text, an empty SET read as NULL, MySQL's binary JSON (the binlog phase crashed on it).
 """
 
@@ -21,9 +21,9 @@ import pytest
 from mysql_cdc.errors import ChunkKeyError, MysqlCdcError, ServerSettingError, UnsupportedTypeError
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
-from mysql_cdc.udtf.binlog import BinlogPhase, ReadFrom, server_end
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, ReadFrom, server_end
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.snapshot import SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import SnapshotReader
 from tests.helpers import insert_rows
 from tests.servers import ServerProcess
 
@@ -80,7 +80,7 @@ def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: 
                        ) -> dict[str, dict[int, tuple[Any, ...]]]:
     """Rows by id as each path gives them: "arrow" and "mysqlclient" (snapshot of every chunk), and the
     binlog's images between ``start`` and ``end`` by kind ("+I", "-U", "+U", "-D"; the last image per id), as
-    the planned decoder (udtf.rowimage) gives them, and as python-mysql-replication's decoder gives them
+    the planned decoder (udtf.binlog.rowimage) gives them, and as python-mysql-replication's decoder gives them
     ("library +I", ...)."""
     out: dict[str, dict[int, tuple[Any, ...]]] = {}
     for fast in (True, False):

@@ -216,7 +216,7 @@ class _JsonNull:
 
 
 JSON_NULL: Any = _JsonNull()
-"""MySQL's binary JSON null literal as :mod:`udtf.binlog_events` has the library decode it (not SQL NULL)."""
+"""MySQL's binary JSON null literal as :mod:`udtf.binlog.transactions` has the library decode it (not SQL NULL)."""
 
 
 def _json_plain(v: Any) -> Any:
@@ -322,7 +322,7 @@ def json_text(v: Any) -> str:
 def _binlog_json(v: Any) -> Any:
     """MySQL's binlog carries JSON decoded (never as text): it is written as the server's JSON text
     (:func:`json_text`), so a value is the same by SELECT and by binlog; a top-level string is a JSON string.
-    (A partial JSON diff never gets here: :mod:`udtf.binlog_events` refuses it.)"""
+    (A partial JSON diff never gets here: :mod:`udtf.binlog.transactions` refuses it.)"""
     return json_text(_json_plain(v))
 
 
@@ -366,7 +366,7 @@ def _padded(v: Any, width: int) -> bytes:
 
 class MemberIndex(int):
     """An ENUM or SET member as the binlog gives it: its position in the column's member list (0-based).
-    :mod:`udtf.binlog_events` makes the library hand these out instead of member names it decoded as UTF-8
+    :mod:`udtf.binlog.transactions` makes the library hand these out instead of member names it decoded as UTF-8
     whatever the column's character set (a name it could not decode became '')."""
 
 
@@ -380,7 +380,8 @@ def _member_text(col: ColumnInfo) -> Converter:
         if v == "":  # ENUM's error value (stored 0): '' by SELECT too
             return ""
         raise BinlogError(f"column {col.name!r}: the binlog decoder gave {type(v).__name__} {v!r} for an ENUM/SET "
-                          "member instead of its position; the decoder adaptation in udtf.binlog_events is missing")
+                          "member instead of its position; the decoder adaptation in udtf.binlog.transactions is "
+                          "missing")
 
     def conv(v: Any) -> Any:
         if isinstance(v, set | frozenset):  # SET: members in definition order, comma-separated

@@ -1,7 +1,7 @@
 """The binlog phase: change rows after the recorded chunk watermarks, each change once.
 
 Reads the binlog from the smallest high watermark of the captured tables' chunks (or from a startup offset)
-up to an end, transaction by transaction, and applies the emit rule (:mod:`udtf.emit`) to each row image:
+up to an end, transaction by transaction, and applies the emit rule (:mod:`udtf.binlog.emit`) to each row image:
 an image reaches the output when the chunk holding its key did not already reflect it. The decision needs
 the key only while an event lies between a table's smallest and largest high watermark; after that every
 event of the table is emitted. Keys are compared as the server orders them (:mod:`mysql_cdc.keyorder`).
@@ -22,14 +22,17 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from mysql_cdc.chunks import ChunkRecord, TableId
+from mysql_cdc.chunks import ChunkRecord
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import BinlogError, ConfigError, SchemaChangedError, StateError
+from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, change_sequence, is_mariadb_gtids
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.udtf.binlog_events import (
+from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey
+from mysql_cdc.udtf.binlog.rowimage import RowDecoders
+from mysql_cdc.udtf.binlog.transactions import (
     SchemaChange,
     Transaction,
     claimed_id,
@@ -39,8 +42,6 @@ from mysql_cdc.udtf.binlog_events import (
     read_transactions,
 )
 from mysql_cdc.udtf.convert import binlog_row_converter
-from mysql_cdc.udtf.emit import EmitRule, SortKey
-from mysql_cdc.udtf.rowimage import RowDecoders
 
 
 class Change(NamedTuple):
@@ -519,7 +520,7 @@ class BinlogPhase:
         # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise. An image its
         # table's chunks already hold everywhere is not converted: it may predate the table's snapshot (a table
         # added later, renamed into the capture) and have another shape (its table map then does not fit the
-        # schema, so udtf.rowimage left it to the library, as a dict).
+        # schema, so udtf.binlog.rowimage left it to the library, as a dict).
         if not self._ruled:
             yield from self._every_change(txn, first)
             return

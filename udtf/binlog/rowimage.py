@@ -50,8 +50,8 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from mysql_cdc.chunks import TableId
 from mysql_cdc.errors import BinlogError
+from mysql_cdc.ids import TableId
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, MARIADB_TEXT, TEXT_TYPES, spark_type, unicode_codec
 from mysql_cdc.udtf.convert import JSON_NULL, binlog_fixup, value_converter
@@ -380,7 +380,7 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
 
 class RowDecoders:
     """The image readers of the captured tables, one per table map met (compiled on first use): what
-    :func:`udtf.binlog_events.read_transactions` decodes rows events with when it is given the tables'
+    :func:`udtf.binlog.transactions.read_transactions` decodes rows events with when it is given the tables'
     schemas. Images come as canonical row tuples in the schema's column order."""
 
     def __init__(self, schemas: Mapping[TableId, TableSchema], tinyint1_as_boolean: bool = False) -> None:

@@ -2,7 +2,7 @@
 :class:`BinlogRow`.
 
 python-mysql-replication frames the events and parses table maps; row images are decoded by a plan made per
-table map (:mod:`udtf.rowimage`) when the caller gives the tables' schemas, else by the library (adapted
+table map (:mod:`udtf.binlog.rowimage`) when the caller gives the tables' schemas, else by the library (adapted
 below), without touching the correction or emit rules. Each concurrent binlog connection claims its own
 replica server id from the configured range with a server-side user lock (``GET_LOCK``), so two readers never
 share an id (sharing one makes the server drop the older connection, and events are lost).
@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from mysql_cdc.chunks import TableId
 from mysql_cdc.connect import connect, guarded_connect, pymysql_kwargs, registered_replica_ids, unlisted_replicas
 from mysql_cdc.errors import BinlogError, ServerSettingError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, GtidSet
 from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.udtf.binlog.rowimage import RowDecoders
 from mysql_cdc.udtf.convert import JSON_NULL, JsonOpaque, MemberIndex
-from mysql_cdc.udtf.rowimage import RowDecoders
 
 LOCK_PREFIX = "mysql_cdc.server_id."
 ANONYMOUS_GTID_EVENT = 34
@@ -53,7 +53,7 @@ class BinlogRow(NamedTuple):
     database: str
     table: str
     op: str  # insert | update | delete
-    # an image: the canonical row tuple in the schema's column order (decoded by udtf.rowimage), or the
+    # an image: the canonical row tuple in the schema's column order (decoded by udtf.binlog.rowimage), or the
     # library's dict of column name -> value (see canonical_image)
     before: dict[str, Any] | tuple[Any, ...] | None
     after: dict[str, Any] | tuple[Any, ...] | None
@@ -577,10 +577,10 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     reads boundaries and DDL only: row events are not decoded (transactions come without rows). ``on_ddl``
     is told every DDL statement (with its default database) before the transaction it makes is yielded. With
     ``decoders``, rows events of tables whose table map matches their schema are decoded by
-    :mod:`udtf.rowimage` (images come as canonical tuples); others by the library (dicts). With ``piece`` > 0 (and no
-    ``skip_before``), a transaction is yielded in pieces of about that many rows as its rows events arrive, so
-    that memory holds a piece, not a whole transaction; its last piece comes at its commit. The binlog holds a
-    transaction's rows only once it committed (XA PREPARE excepted, refused as before). A statement logged as
+    :mod:`udtf.binlog.rowimage` (images come as canonical tuples); others by the library (dicts). With ``piece``
+    > 0 (and no ``skip_before``), a transaction is yielded in pieces of about that many rows as its rows events
+    arrive, so that memory holds a piece, not a whole transaction; its last piece comes at its commit. The binlog
+    holds a transaction's rows only once it committed (XA PREPARE excepted, refused as before). A statement logged as
     SQL text that may change rows stops the read (:func:`statement_write_error`), read as the server of
     ``server_version`` runs it (:func:`executed_text`); with ``allow_statement_writes`` only one that names a
     captured table does."""

@@ -182,7 +182,7 @@ def apply_plain(old: TableSchema, statement: str, now: TableSchema, renamed_afte
     the name just after this statement): each clause applied in turn, an added column defined as today (under
     its later name). ``None`` when an added column is gone today (its definition is not known).
 
-    >>> from mysql_cdc.chunks import TableId
+    >>> from mysql_cdc.ids import TableId
     >>> c = lambda n, t="int": ColumnInfo(n, t, t, True)
     >>> old = TableSchema(TableId("d", "t"), (ColumnInfo("id", "int", "int", False), c("a"), c("b")), ("id",), ("id",))
     >>> now = TableSchema(old.table, (*old.columns[:1], c("z"), c("x", "bigint")), ("id",), ("id",))
@@ -288,7 +288,7 @@ def judge(old: TableSchema, new: TableSchema, statement: str | Sequence[str], nu
     each column of ``new``, whether it is NULL in every row the statement did not write (nullable, default
     NULL, not generated).
 
-    >>> from mysql_cdc.chunks import TableId
+    >>> from mysql_cdc.ids import TableId
     >>> id_ = ColumnInfo("id", "int", "int", False)
     >>> v = ColumnInfo("v", "varchar", "varchar(10)", True, "utf8mb4", "utf8mb4_bin")
     >>> old = TableSchema(TableId("d", "t"), (id_, v), ("id",), ("id",))

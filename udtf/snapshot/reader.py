@@ -26,7 +26,7 @@ backfill. Writers of that table wait for the lock, a few milliseconds; a lock no
 :data:`PIN_LOCK_WAIT` seconds (a long transaction on the table) is tried again, then reported.
 
 Memory is bounded by the chunk: the ``snapshot`` strategy streams batches; the others hold one chunk's rows. The
-Spark readers read the next chunk ahead (:func:`udtf.adapter.read_chunks`), so a worker holds two chunks.
+Spark readers read the next chunk ahead (:func:`udtf.spark.output.read_chunks`), so a worker holds two chunks.
 """
 
 from __future__ import annotations
@@ -41,15 +41,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.chunks import Chunk, quote_ident
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect_fast, streaming_cursor
 from mysql_cdc.errors import LOCK_REFUSED, ConfigError, ServerSettingError, StateError, TableError, lock_refused
+from mysql_cdc.ids import ident, quote_ident
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.sql import ident, select_chunk_sql
-from mysql_cdc.udtf.binlog_events import (
+from mysql_cdc.sql import select_chunk_sql
+from mysql_cdc.udtf.binlog.rowimage import RowDecoders
+from mysql_cdc.udtf.binlog.transactions import (
     canonical_image,
     claimed_id,
     gtid_window_done,
@@ -65,9 +67,8 @@ from mysql_cdc.udtf.convert import (
     table_arrow_schema,
     value_converter,
 )
-from mysql_cdc.udtf.correct import RowChange, correct_chunk, undo_changes
-from mysql_cdc.udtf.fast_select import FastPathUnavailable, fast_columns, fast_select
-from mysql_cdc.udtf.rowimage import RowDecoders
+from mysql_cdc.udtf.snapshot.correct import RowChange, correct_chunk, undo_changes
+from mysql_cdc.udtf.snapshot.fast_select import FastPathUnavailable, fast_columns, fast_select
 
 log = logging.getLogger("mysql_cdc")
 ARROW_BATCH_ROWS = 65536
@@ -337,7 +338,7 @@ class SnapshotReader:
     def _read_pinned(self, chunk: Chunk, as_of: BinlogOffset | None) -> ChunkRead:
         """A chunk of a table without a primary key: its rows at one exact point (see the module docstring).
         Read again after a crash (``as_of`` recorded by the former read), the rows are brought back to that
-        point by undoing the table's changes between it and now (:func:`udtf.correct.undo_changes`): the output
+        point by undoing the table's changes between it and now (:func:`udtf.snapshot.correct.undo_changes`): the output
         is then the same multiset whichever read's output a sink keeps, and the binlog phase applies each later
         change exactly once to it."""
         lock = self.connect(self.profile)

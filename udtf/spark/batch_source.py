@@ -17,7 +17,7 @@ from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf.adapter import (
+from mysql_cdc.udtf.spark.output import (
     ChunkPartition,
     Output,
     Readers,
@@ -26,7 +26,7 @@ from mysql_cdc.udtf.adapter import (
     read_chunks,
     spread_chunks,
 )
-from mysql_cdc.udtf.stream_reader import MysqlCdcStreamReader
+from mysql_cdc.udtf.spark.stream_reader import MysqlCdcStreamReader
 
 
 class MysqlCdcReader(DataSourceReader):

@@ -20,23 +20,26 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.chunks import TableId
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
-from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore, history_key
-from mysql_cdc.udtf.adapter import (
+from mysql_cdc.rows import (
+    DATABASE_COLUMN,
+    FILE_COLUMN,
     META_COLUMNS,
+    OP_COLUMN,
+    POS_COLUMN,
     RESET_OP,
+    TABLE_COLUMN,
     VALUES_COLUMN,
-    arrow_schema_of,
-    capture_options,
-    output_schema,
 )
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.state.store import StateStore, capture_options, history_key
 from mysql_cdc.udtf.convert import table_arrow_schema
-from mysql_cdc.udtf.evolve import evolve_rows, renames_since
+from mysql_cdc.udtf.schema.evolve import evolve_rows, renames_since
+from mysql_cdc.udtf.spark.output import arrow_schema_of, output_schema
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def versions_of(history: list[dict[str, Any]], opts: CdcOptions) -> list[Version
 
 def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versions: list[Version]) -> Any:
     """Each row decoded with the schema its table had at the row's binlog point (a snapshot row's: its chunk's
-    high watermark), then moved to the latest columns (:func:`udtf.evolve.evolve_rows`); ``T`` rows are left
+    high watermark), then moved to the latest columns (:func:`udtf.schema.evolve.evolve_rows`); ``T`` rows are left
     out. Without a schema history (schema_changes stop): every row with the recorded schema."""
     meta = [m for m, _ in META_COLUMNS]
 
@@ -80,7 +83,7 @@ def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versio
                 typed = decode_rows(b.column(VALUES_COLUMN).to_pylist(), values_schema)
                 yield pa.RecordBatch.from_arrays([*typed.columns, *(b.column(m) for m in meta)], schema=out_schema)
                 continue
-            ops, files, poss = (b.column(c).to_pylist() for c in ("__op", "__file", "__pos"))
+            ops, files, poss = (b.column(c).to_pylist() for c in (OP_COLUMN, FILE_COLUMN, POS_COLUMN))
             keep = [i for i in range(b.num_rows) if ops[i] != RESET_OP]
             groups: dict[int, list[int]] = {}
             found = [version(files[i], poss[i]) for i in keep]
@@ -115,7 +118,7 @@ def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versio
 def table_frames(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str, Any]:
     """``{'db.table': DataFrame}`` for every table recorded in ``state_dir`` (or the ``tables`` named), each
     typed as a single-table read (see the module's text). Tables without rows in ``df`` give empty frames."""
-    if VALUES_COLUMN not in df.columns or "__table" not in df.columns:
+    if VALUES_COLUMN not in df.columns or TABLE_COLUMN not in df.columns:
         raise ConfigError(f"split takes the output of a read with option tables (columns {VALUES_COLUMN!r}, "
                           f"'__database', '__table', ...); this DataFrame has {df.columns[:6]!r}")
     store = StateStore(state_dir)
@@ -133,6 +136,6 @@ def table_frames(df: Any, state_dir: str, tables: list[str] | None = None) -> di
         typed = arrow_schema_of(schema, opts)
         values = pa.schema(list(typed)[:len(schema.columns)])
         versions = versions_of(store.history(table), opts)
-        rows = df.where((df["__database"] == table.database) & (df["__table"] == table.table))
+        rows = df.where((df[DATABASE_COLUMN] == table.database) & (df[TABLE_COLUMN] == table.table))
         out[name] = rows.mapInArrow(_decoder(name, values, typed, versions), output_schema(schema, opts))
     return out

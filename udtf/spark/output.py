@@ -35,17 +35,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, TableId, decode_key, encode_key
+from mysql_cdc.chunks import CHUNK_COLUMNS, Chunk, ChunkRecord, decode_key, encode_key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError, TableError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import SNAPSHOT_SEQUENCE, BinlogOffset, change_sequence
 from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile
 from mysql_cdc.planner.plan import describe_table, describe_tables
 from mysql_cdc.rowjson import encode_rows
+from mysql_cdc.rows import CHANGE_TYPES, META_COLUMNS, META_NULLABLE, RESET_OP, VALUES_COLUMN
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore
+from mysql_cdc.state.store import StateStore, pin_capture
 from mysql_cdc.types import spark_type
-from mysql_cdc.udtf.binlog import (
+from mysql_cdc.udtf.binlog.phase import (
     BinlogPhase,
     Change,
     ReadFrom,
@@ -53,26 +55,9 @@ from mysql_cdc.udtf.binlog import (
     recorded_rules,
 )
 from mysql_cdc.udtf.convert import table_arrow_schema
-from mysql_cdc.udtf.snapshot import ChunkRead, SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
 
 CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
-# Metadata columns of every output row: the op (r for snapshot rows, +I, -U, +U, -D for changes), where it
-# comes from, and where it is in the binlog (a snapshot row: its chunk's high watermark). Changes apply in the
-# order (__file by numeric suffix, __pos, __row), which is the order of _change_seq. Then Spark's change-data
-# vocabulary: _change_type (insert, update_preimage, update_postimage, delete; a snapshot row is an insert),
-# _change_seq (a LONG growing with the binlog order, 0 for snapshot rows: offsets.change_sequence) and
-# _commit_timestamp (the transaction's commit time; NULL for snapshot rows).
-META_COLUMNS = (("__op", "STRING"), ("__database", "STRING"), ("__table", "STRING"), ("__chunk_id", "STRING"),
-                ("__position", "STRING"), ("__file", "STRING"), ("__pos", "BIGINT"), ("__row", "INT"),
-                ("__gtid", "STRING"), ("_change_type", "STRING"), ("_change_seq", "BIGINT"),
-                ("_commit_timestamp", "TIMESTAMP"))
-_META_NULLABLE = {"__chunk_id", "__position", "__file", "__pos", "__row", "__gtid", "_commit_timestamp"}
-CHANGE_TYPES = {"r": "insert", "+I": "insert", "-U": "update_preimage", "+U": "update_postimage", "-D": "delete",
-                "T": "truncate"}
-# A T row (a read of many tables, schema_changes follow) says that every row of its table before it is gone: the
-# table was dropped, truncated, renamed away, or changed so that it is snapshotted again, whose rows then follow
-# as r rows. Its __values is {} and its _change_seq orders it among the changes.
-RESET_OP = "T"
 _META_ARROW = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "TIMESTAMP": pa.timestamp("us", "UTC")}
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
 SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS
@@ -118,7 +103,7 @@ def output_schema(schema: TableSchema, opts: CdcOptions) -> StructType:
                          "rename them or read through a view")
     fields = [StructField(c.name, spark_data_type(spark_type(c, opts.tinyint1_as_boolean)), c.nullable)
               for c in schema.columns]
-    fields += [StructField(m, spark_data_type(t), m in _META_NULLABLE) for m, t in meta_columns(opts)]
+    fields += [StructField(m, spark_data_type(t), m in META_NULLABLE) for m, t in meta_columns(opts)]
     return StructType(fields)
 
 
@@ -146,7 +131,7 @@ def change_meta_columns(changes: Sequence[Change]) -> list[list[Any]]:
     """The metadata columns' values of change rows, column by column (:data:`META_COLUMNS`): made per column,
     the strings and times a transaction's rows share once (a change row's hot path).
 
-    >>> from mysql_cdc.udtf.binlog import Change
+    >>> from mysql_cdc.udtf.binlog.phase import Change
     >>> ch = Change(TableId("d", "t"), "+U", (1,), "binlog.000002", 900, 3, "0-1-7", 1700000000, 8589935492)
     >>> [col[0] for col in change_meta_columns([ch])][:9]
     ['+U', 'd', 't', None, '{"file":"binlog.000002","pos":900,"gtid":"0-1-7"}', 'binlog.000002', 900, 3, '0-1-7']
@@ -210,7 +195,8 @@ def spread_chunks(chunks: tuple[Chunk, ...] | list[Chunk], requested: int, paral
     in plan order within each. A Spark task costs about 35 ms of its own (measured, bench/results), so one task
     per chunk made reads of many small chunks several times slower.
 
-    >>> from mysql_cdc.chunks import TableId, chunks_from_bounds
+    >>> from mysql_cdc.chunks import chunks_from_bounds
+    >>> from mysql_cdc.ids import TableId
     >>> cs = chunks_from_bounds(TableId("db", "t"), ("id",), [(10,), (20,), (30,), (40,)])
     >>> [[c.index for c in p.chunks] for p in spread_chunks(cs, 0, 2)]
     [[0, 2, 4], [1, 3]]
@@ -232,7 +218,7 @@ def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema)
 
 def arrow_schema_of(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
     fields = list(table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
-    fields += [pa.field(m, _META_ARROW[t], m in _META_NULLABLE) for m, t in meta_columns(opts)]
+    fields += [pa.field(m, _META_ARROW[t], m in META_NULLABLE) for m, t in meta_columns(opts)]
     return pa.schema(fields)
 
 
@@ -283,7 +269,6 @@ def changes_to_batches(changes: Iterator[Change], schema: TableSchema, opts: Cdc
 
 # ---- many tables in one output: the envelope ----
 
-VALUES_COLUMN = "__values"
 
 
 def envelope_schema() -> StructType:
@@ -291,11 +276,11 @@ def envelope_schema() -> StructType:
     ``__values`` (:mod:`mysql_cdc.rowjson`), then the metadata columns, which say the row's table. A stream has
     one schema while its tables have many; :func:`mysql_cdc.split` types each table's rows again."""
     return StructType([StructField(VALUES_COLUMN, StringType(), False)] +
-                      [StructField(m, spark_data_type(t), m in _META_NULLABLE) for m, t in META_COLUMNS])
+                      [StructField(m, spark_data_type(t), m in META_NULLABLE) for m, t in META_COLUMNS])
 
 
 ENVELOPE_ARROW = pa.schema([pa.field(VALUES_COLUMN, pa.string(), False)] +
-                           [pa.field(m, _META_ARROW[t], m in _META_NULLABLE) for m, t in META_COLUMNS])
+                           [pa.field(m, _META_ARROW[t], m in META_NULLABLE) for m, t in META_COLUMNS])
 
 
 class Output:
@@ -485,29 +470,6 @@ def planned_tables(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bo
 
 # options that shape a capture's output types: kept in its state_dir, so a restart cannot change them midway and
 # mysql_cdc.split types the rows as they were read
-_SHAPING = ("tinyint1_as_boolean",)
-
-
-def pin_capture(opts: CdcOptions) -> None:
-    """Record the output-shaping options in ``opts.state_dir`` the first time; refuse other values later."""
-    if not opts.state_dir:
-        return
-    now = {k: getattr(opts, k) for k in _SHAPING}
-    kept = StateStore(opts.state_dir).record_capture(now)
-    changed = {k: (kept.get(k), v) for k, v in now.items() if kept.get(k, v) != v}
-    if changed:
-        raise StateError(f"state_dir {opts.state_dir!r} was read with other output types: option(s) "
-                         f"{', '.join(f'{k}={old!r}' for k, (old, _) in changed.items())} (now "
-                         f"{', '.join(f'{k}={new!r}' for k, (_, new) in changed.items())}); keep them, or give a new "
-                         "state_dir (and checkpoint)")
-
-
-def capture_options(store: StateStore) -> CdcOptions:
-    """The output-shaping options a capture recorded in ``store`` (defaults where it recorded none)."""
-    kept = store.capture() or {}
-    return CdcOptions(**{k: kept[k] for k in _SHAPING if k in kept})
-
-
 def pinned_schema(opts: CdcOptions, current: TableSchema, *, snapshot: bool = False) -> TableSchema:
     """The schema recorded in ``opts.state_dir`` (``current`` is recorded if none is), or ``current`` without a
     state_dir; with ``snapshot``, a recorded schema other than ``current`` is an error (see planned_table)."""

@@ -106,9 +106,9 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     is shipped to the server as a session artifact unless ``ship_code=False`` (batch queries only; streaming
     needs the package installed in the server's Python).
     """
-    from mysql_cdc.udtf.adapter import CHUNK_TABLE_DDL
-    from mysql_cdc.udtf.batch_source import build_data_source
-    from mysql_cdc.udtf.sql_functions import build_binlog_udtf, build_chunks_udtf, build_snapshot_udtf
+    from mysql_cdc.udtf.spark.batch_source import build_data_source
+    from mysql_cdc.udtf.spark.output import CHUNK_TABLE_DDL
+    from mysql_cdc.udtf.spark.sql_functions import build_binlog_udtf, build_chunks_udtf, build_snapshot_udtf
 
     profs = _profiles(profiles)
     remote = _is_connect(spark)

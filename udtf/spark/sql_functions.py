@@ -12,13 +12,18 @@ from typing import Any, ClassVar
 
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
-from mysql_cdc.chunks import TableId, chunk_row
+from mysql_cdc.chunks import chunk_row
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import ConfigError
+from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.udtf.adapter import (
+from mysql_cdc.udtf.binlog.phase import (
+    parse_end,
+)
+from mysql_cdc.udtf.convert import batch_to_rows
+from mysql_cdc.udtf.spark.output import (
     SQL_OPTION_KEYS,
     Output,
     Readers,
@@ -31,10 +36,6 @@ from mysql_cdc.udtf.adapter import (
     planned_tables,
     record,
 )
-from mysql_cdc.udtf.binlog import (
-    parse_end,
-)
-from mysql_cdc.udtf.convert import batch_to_rows
 
 
 def _sql_options(kwargs: Mapping[str, Any]) -> CdcOptions:

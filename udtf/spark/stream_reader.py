@@ -13,29 +13,17 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from mysql_cdc.chunks import Chunk, TableId
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import table_matches
 from mysql_cdc.planner.plan import check_server_id_claims, describe_now, describe_tables, split_schemas
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore, history_key
-from mysql_cdc.udtf.adapter import (
-    ChunkPartition,
-    Output,
-    Readers,
-    changes_need_metadata,
-    output_schema,
-    pin_capture,
-    pinned_schema,
-    planned_tables,
-    read_chunks,
-    reset_batch,
-    spread_chunks,
-)
-from mysql_cdc.udtf.binlog import (
+from mysql_cdc.state.store import StateStore, history_key, pin_capture
+from mysql_cdc.udtf.binlog.phase import (
     BinlogPhase,
     ReadFrom,
     binary_logs,
@@ -44,8 +32,8 @@ from mysql_cdc.udtf.binlog import (
     rules_start,
     server_end,
 )
-from mysql_cdc.udtf.binlog_events import SchemaChange, index_only, replacing_statement
-from mysql_cdc.udtf.evolve import (
+from mysql_cdc.udtf.binlog.transactions import SchemaChange, index_only, replacing_statement
+from mysql_cdc.udtf.schema.evolve import (
     EVOLVE,
     RESET,
     SAME,
@@ -55,7 +43,19 @@ from mysql_cdc.udtf.evolve import (
     plainly_kept,
     renamed_columns,
 )
-from mysql_cdc.udtf.snapshot import ChunkRead, SnapshotReader
+from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
+from mysql_cdc.udtf.spark.output import (
+    ChunkPartition,
+    Output,
+    Readers,
+    changes_need_metadata,
+    output_schema,
+    pinned_schema,
+    planned_tables,
+    read_chunks,
+    reset_batch,
+    spread_chunks,
+)
 
 log = logging.getLogger("mysql_cdc")
 
@@ -79,7 +79,7 @@ class BinlogPartition(InputPartition):
 @dataclass(frozen=True)
 class ResetPartition(InputPartition):
     """The rows saying that tables left the capture at ``at`` (dropped, or reset to be snapshotted again):
-    one ``T`` row per table (see :func:`udtf.adapter.reset_batch`); nothing is read."""
+    one ``T`` row per table (see :func:`udtf.spark.output.reset_batch`); nothing is read."""
 
     tables: tuple[tuple[str, str], ...]
     at: dict[str, Any]
@@ -440,7 +440,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _follow(self, changes: list[SchemaChange], at: dict[str, Any], rules: dict[TableId, Any]
                 ) -> dict[TableId, str]:
         """Follow one DDL statement on captured tables (the batch is the statement alone, ``at`` its end). A
-        table whose columns changed so that no stored value did (:func:`udtf.evolve.judge`) goes on with its new
+        table whose columns changed so that no stored value did (:func:`udtf.schema.evolve.judge`) goes on with its new
         schema, recorded here before any of its later rows is read; the others are returned, with why, to be
         snapshotted again: a statement that drops, empties, renames or replaces them, one that came while their
         chunks were read, one whose new schema cannot be known (a later DDL already changed the table again), and

@@ -30,16 +30,25 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mysql_cdc.chunks import TableId
 from mysql_cdc.errors import ConfigError, StateError, TableError
+from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
+from mysql_cdc.rows import (
+    COMMIT_COLUMN,
+    DATABASE_COLUMN,
+    META_COLUMNS,
+    OP_COLUMN,
+    RESET_OP,
+    SEQ_COLUMN,
+    TABLE_COLUMN,
+    VALUES_COLUMN,
+)
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore, _make_dirs, tighten_umask
-from mysql_cdc.udtf.adapter import META_COLUMNS, RESET_OP, VALUES_COLUMN, capture_options
+from mysql_cdc.state.store import StateStore, capture_options, make_dirs, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
-from mysql_cdc.udtf.evolve import evolve_rows, renames_since
-from mysql_cdc.udtf.merge import DELETE_COLUMN, ORDER_COLUMN, final_images
+from mysql_cdc.udtf.schema.evolve import evolve_rows, renames_since
+from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images
 
 APP_PREFIX = "mysql_cdc.sync:"
 # the sync's stream options unless given: micro-batches the driver can hold (each batch is collected there)
@@ -184,7 +193,7 @@ class SyncLock:
         import fcntl
         import socket
 
-        _make_dirs(os.path.dirname(self.path), 0o700 if private else 0o755)
+        make_dirs(os.path.dirname(self.path), 0o700 if private else 0o755)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -387,7 +396,7 @@ class DeltaMirror:
             self._schemas[s.table] = want
         tighten_umask()
         for s, want, p in todo:
-            _make_dirs(p)
+            make_dirs(p)
             dl.DeltaTable.create(p, schema=want, mode="ignore", name=s.table.table,
                                  description=f"mirror of {s.table} by pyspark-mysql-cdc, sync {sync_id}")
             store.record_mirror(s.table, p)
@@ -395,7 +404,7 @@ class DeltaMirror:
 
     def evolve(self, schema: TableSchema) -> bool:
         """Bring the table's mirror to ``schema``'s columns, if it has others: its rows moved to them by the
-        capture's schema history (:func:`udtf.evolve.evolve_rows`: columns kept, renamed, widened, dropped, or
+        capture's schema history (:func:`udtf.schema.evolve.evolve_rows`: columns kept, renamed, widened, dropped, or
         new and NULL), or, when it holds no row (a table reset, to be snapshotted again), just its columns
         replaced. The rewrite is one Delta commit of the whole table. True when it changed the table."""
         want = delta_schema(schema, self.opts)
@@ -576,12 +585,12 @@ class SyncBatches:
         assert self._app_id is not None
         store = StateStore(self.state_dir)
         opts = capture_options(store)
-        names = pc.binary_join_element_wise(data.column("__database"), data.column("__table"), "\x00")
+        names = pc.binary_join_element_wise(data.column(DATABASE_COLUMN), data.column(TABLE_COLUMN), "\x00")
         for name in pc.unique(names).to_pylist():
             db, tb = name.split("\x00")
             table = TableId(db, tb)
             part = data.filter(pc.equal(names, name))
-            if RESET_OP in part.column("__op").to_pylist():
+            if RESET_OP in part.column(OP_COLUMN).to_pylist():
                 # the table left the capture (the batch is the statement that took it out, alone): its rows go
                 if part.num_rows != 1:
                     raise StateError(f"a batch holds {part.num_rows - 1} rows of {str(table)!r} beside its reset")
@@ -606,8 +615,8 @@ class SyncBatches:
             t0 = time.monotonic()
             typed = decode_rows(part.column(VALUES_COLUMN).to_pylist(),
                                 table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
-            rows = pa.Table.from_batches([typed]).append_column("__op", part.column("__op")) \
-                .append_column("_change_seq", part.column("_change_seq"))
+            rows = pa.Table.from_batches([typed]).append_column(OP_COLUMN, part.column(OP_COLUMN)) \
+                .append_column(SEQ_COLUMN, part.column(SEQ_COLUMN))
             t1 = time.monotonic()
             stats.decode_seconds += t1 - t0
             merged = self.mirror.apply(schema, rows, self._app_id, batch_id)
@@ -616,7 +625,7 @@ class SyncBatches:
                 stats.applied[str(table)] = part.num_rows
             else:
                 stats.skipped.append(str(table))
-            ts = pc.max(part.column("_commit_timestamp")).as_py()
+            ts = pc.max(part.column(COMMIT_COLUMN)).as_py()
             if ts is not None:
                 stats.last_commit = max(stats.last_commit or 0.0, ts.timestamp())
 

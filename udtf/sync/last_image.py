@@ -14,7 +14,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-DELETE_OPS = ("-U", "-D")
+from mysql_cdc.rows import BEFORE, DELETE, OP_COLUMN, SEQ_COLUMN
+
+DELETE_OPS = (BEFORE, DELETE)
 DELETE_COLUMN = "__mysql_cdc_delete"  # the merge source's flag: the key's last image is a delete
 ORDER_COLUMN = "__mysql_cdc_order"  # a row's place in the batch, while the rule runs
 
@@ -36,15 +38,15 @@ def final_images(rows: pa.Table, key: Sequence[str]) -> pa.Table:
 
     Keys 2 and 3 are deleted from the target, 1, 4 and 5 upserted.
     """
-    columns = [c for c in rows.column_names if c not in ("__op", "_change_seq")]
+    columns = [c for c in rows.column_names if c not in (OP_COLUMN, SEQ_COLUMN)]
     if rows.num_rows == 0:
         return rows.select(columns).append_column(DELETE_COLUMN, pa.array([], pa.bool_()))
     order = pa.array(range(rows.num_rows), pa.int64())
-    ranked = rows.append_column(ORDER_COLUMN, order).sort_by([("_change_seq", "ascending"),
+    ranked = rows.append_column(ORDER_COLUMN, order).sort_by([(SEQ_COLUMN, "ascending"),
                                                                (ORDER_COLUMN, "ascending")])
     # hash aggregation keeps the input order within a group when it runs on one thread: "last" is the latest
     last = ranked.group_by(list(key), use_threads=False).aggregate([(ORDER_COLUMN, "last")])
     indices = last.column(ORDER_COLUMN + "_last")
     picked = rows.take(pc.take(indices, pc.sort_indices(indices)))  # in the batch's order
-    deleted = pc.is_in(picked.column("__op"), pa.array(DELETE_OPS))
+    deleted = pc.is_in(picked.column(OP_COLUMN), pa.array(DELETE_OPS))
     return picked.select(columns).append_column(DELETE_COLUMN, deleted)
