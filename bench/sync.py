@@ -76,7 +76,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> dict[str, Any]:
 
     import mysql_cdc
     from mysql_cdc.ids import TableId
-    from mysql_cdc.udtf.sync.job import table_path
+    from mysql_cdc.udtf.sync.mirror import table_path
 
     spark = (SparkSession.builder.master(f"local[{args.parallelism}]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "4g")
@@ -189,7 +189,7 @@ def latency_run(spark: Any, info: ServerInfo, url: str, args: Any, d: str, n: in
 
     import mysql_cdc
     from mysql_cdc.ids import TableId
-    from mysql_cdc.udtf.sync.job import table_path
+    from mysql_cdc.udtf.sync.mirror import table_path
 
     to = os.path.join(d, "lake")
     ticks_path = table_path(to, TableId("tpch", "ticks"))

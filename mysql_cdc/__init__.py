@@ -99,15 +99,9 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.state.store import StateStore, tighten_umask
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
-    from mysql_cdc.udtf.sync.job import (
-        SYNC_DEFAULTS,
-        check_sync_paths,
-        check_tables,
-        hold_sync_locks,
-        keep_sync_locks,
-        release_sync_locks,
-        start_sync,
-    )
+    from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS, start_sync
+    from mysql_cdc.udtf.sync.mirror import check_tables
+    from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks, release_sync_locks
 
     remote = _is_connect(spark)
     if remote and on_batch is not None:

@@ -159,7 +159,7 @@ def _binlog_bytes_behind(ns: argparse.Namespace, offset: dict[str, Any]) -> int 
     when the server does not answer."""
     from mysql_cdc.offsets import binlog_file_key
     from mysql_cdc.options import parse_options, resolve_profile
-    from mysql_cdc.udtf.binlog.phase import binary_logs
+    from mysql_cdc.udtf.binlog.startup import binary_logs
 
     try:
         files = binary_logs(resolve_profile(parse_options(_opts(ns))))
@@ -293,7 +293,7 @@ def sync_lines(stats: Any, state_dir: str, lag_bytes: str, now: float) -> list[s
 
 def cmd_sync(ns: argparse.Namespace) -> int:
     """Mirror the matched tables into Delta tables and keep them mirrored (mysql_cdc.sync with local Spark)."""
-    from mysql_cdc.udtf.sync.job import check_sync_paths, hold_sync_locks, keep_sync_locks
+    from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks
 
     # before Spark starts: a bad path, or another sync on them (it holds locks in both folders), is one line
     to, _, state_dir = check_sync_paths(ns.to, ns.checkpoint, ns.state_dir)

@@ -8,6 +8,7 @@ in Python is comparing as the server does.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,18 @@ def _text_expr(col: ColumnInfo) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_]+", cs) or (coll and not re.fullmatch(r"[A-Za-z0-9_]+", coll)):
         raise ChunkKeyError(f"column {col.name!r} has an unexpected charset/collation {cs!r}/{coll!r}")
     return f"WEIGHT_STRING(CONVERT(%s USING {cs})" + (f" COLLATE {coll})" if coll else ")")
+
+
+def key_value(v: Any) -> Any:
+    """A canonical value in the form keys and chunk bounds are held and compared in: a TIMESTAMP (an aware
+    datetime in UTC) as the naive UTC datetime that sessions in UTC read.
+
+    >>> key_value(dt.datetime(2026, 1, 2, 3, 4, tzinfo=dt.timezone.utc)), key_value(7)
+    (datetime.datetime(2026, 1, 2, 3, 4), 7)
+    """
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return v
 
 
 def check_chunk_key(schema: TableSchema) -> list[ColumnInfo]:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
-from mysql_cdc.udtf.binlog.phase import server_end
+from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.convert import json_double
 from property_tests.test_values_props import EXAMPLES
 from tests.conftest import _server

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.udtf.binlog.phase import split_points
+from mysql_cdc.udtf.binlog.catchup import split_points
 
 
 @st.composite

@@ -37,7 +37,9 @@ from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import ChunkRecord, StateStore
-from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change
+from mysql_cdc.udtf.binlog.rules import recorded_rules
+from mysql_cdc.udtf.binlog.startup import ReadFrom, rules_start, server_end
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, Hooks, SnapshotReader
 from tests.conftest import wait_until

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
-from mysql_cdc.udtf.binlog.phase import server_end
+from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.convert import inet6_text
 from tests.servers import ServerProcess
 from tests.test_values import read_by_every_path

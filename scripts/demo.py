@@ -100,7 +100,7 @@ def run(info, rows: int) -> None:  # type: ignore[no-untyped-def]
     import deltalake
 
     from mysql_cdc.ids import TableId
-    from mysql_cdc.udtf.sync.job import table_path
+    from mysql_cdc.udtf.sync.mirror import table_path
 
     print("-- each Delta table against its source table, every column")
     ok = True

@@ -19,7 +19,9 @@ from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import ChunkRecord, StateStore
-from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change, ReadFrom, recorded_rules, rules_start, server_end
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change
+from mysql_cdc.udtf.binlog.rules import recorded_rules
+from mysql_cdc.udtf.binlog.startup import ReadFrom, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import claimed_server_id, read_transactions
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import Hooks, SnapshotReader
@@ -508,7 +510,7 @@ def test_a_range_cut_at_transaction_boundaries_reads_the_same_changes_as_one_rea
     end = server_end(profile, phase.facts)
     whole = list(phase.changes(start, end))
     assert _apply(snap, whole) == _source(root)
-    cuts = phase.split(start, end, 3, 1)
+    cuts = phase.cut_points(start, end, 3, 1)
     assert len(cuts) == 2 and all(start.offset.position_key() < c.position_key() < end.position_key()
                                   for c in cuts) and cuts[0].position_key() < cuts[1].position_key()
     assert set(cuts) <= set(phase.boundaries(start, end))  # each cut is where a transaction ends
@@ -516,4 +518,4 @@ def test_a_range_cut_at_transaction_boundaries_reads_the_same_changes_as_one_rea
     per_part = [list(phase.changes(a, b)) for a, b in zip(parts, [*cuts, end])]
     assert all(per_part) and [ch for part in per_part for ch in part] == whole
     assert start.auto_position == (info.kind == "mysql")  # the first part starts from a GTID set on MySQL
-    assert phase.split(start, end, 3, 10**9) == []  # too short to be worth cutting
+    assert phase.cut_points(start, end, 3, 10**9) == []  # too short to be worth cutting

@@ -22,7 +22,9 @@ from mysql_cdc.options import ConnectionProfile, parse_options
 from mysql_cdc.planner.plan import describe_tables, plan_tables
 from mysql_cdc.sql import chunk_where
 from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change, recorded_rules, rules_start
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change
+from mysql_cdc.udtf.binlog.rules import recorded_rules
+from mysql_cdc.udtf.binlog.startup import rules_start
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import Hooks, SnapshotReader
 from tests.conftest import wait_until
@@ -349,7 +351,8 @@ def test_a_chunk_without_a_size_bound_is_streamed_never_read_ahead_whole(profile
                                                                         root: Any) -> None:
     """Chunks are read one ahead, whole, in a thread; a table without any key is one chunk of every row, and
     the NULL keys' chunk has no bound either: those are read in turn, streamed."""
-    from mysql_cdc.udtf.spark.output import Output, read_chunks
+    from mysql_cdc.udtf.spark.chunk_reads import read_chunks
+    from mysql_cdc.udtf.spark.output import Output
 
     _make(root, 9)
     facts, plans = _plan(profile, db, chunk_size=100)

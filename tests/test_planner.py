@@ -195,7 +195,8 @@ def test_cascading_foreign_keys_are_refused_where_the_binlog_lacks_their_rows(
     """MariaDB 10.11 does not log the child rows an ON DELETE CASCADE / SET NULL changes; MySQL 9.7 does. A
     captured child table on MariaDB is refused (or acknowledged by an option); on MySQL the cascaded deletes
     are read from the binlog like any other."""
-    from mysql_cdc.udtf.binlog.phase import BinlogPhase, ReadFrom, server_end
+    from mysql_cdc.udtf.binlog.phase import BinlogPhase
+    from mysql_cdc.udtf.binlog.startup import ReadFrom, server_end
 
     cur = root.cursor()
     cur.execute("CREATE TABLE parent (id INT PRIMARY KEY)")

@@ -28,7 +28,8 @@ from mysql_cdc.planner.splitter import (
     chunk_rows,
 )
 from mysql_cdc.udtf.snapshot.reader import SnapshotReader
-from mysql_cdc.udtf.spark.output import Output, read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.chunk_reads import read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.output import Output
 from tests.conftest import wait_until
 from tests.helpers import insert_rows, is_connect, profile_url
 

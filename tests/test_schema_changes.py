@@ -15,7 +15,7 @@ from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
 from mysql_cdc.options import ConnectionProfile
 from mysql_cdc.state.store import StateStore, schema_at
-from mysql_cdc.udtf.sync.job import table_path
+from mysql_cdc.udtf.sync.mirror import table_path
 from tests.conftest import wait_until
 from tests.helpers import profile_url
 from tests.servers import ServerInfo

@@ -24,8 +24,9 @@ import mysql_cdc
 from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf.sync import job as sync_job
-from mysql_cdc.udtf.sync.job import DeltaMirror, query_app_id, table_path
+from mysql_cdc.udtf.sync import mirror as mirror_mod
+from mysql_cdc.udtf.sync.job import query_app_id
+from mysql_cdc.udtf.sync.mirror import DeltaMirror, table_path
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import profile_url
 from tests.servers import ServerInfo
@@ -81,7 +82,7 @@ def _check_mirror(info: ServerInfo, db: str, to: str, tables: list[str] = MIRROR
 def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
         classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sync_job, "CHECKPOINT_EVERY", 3)  # the log's checkpoints, written and read, here too
+    monkeypatch.setattr(mirror_mod, "CHECKPOINT_EVERY", 3)  # the log's checkpoints, written and read, here too
     _make(root)
     # names to quote: a table name with a space and a non-ASCII letter, columns with a space, a backtick, a
     # reserved word and capitals
@@ -107,7 +108,7 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
     for t in ("t01_int", "t03_ci", "t04_comp", "t05_dec"):
         cur.execute(f"UPDATE {t} SET v = v + 1 ORDER BY v LIMIT 5")
     cur.execute(f"UPDATE {ODD_NAME} SET `v``q` = `v``q` + 1, `select` = 'x y' WHERE `Key Col` < 10")
-    real_apply, calls = sync_job.DeltaMirror.apply, []
+    real_apply, calls = mirror_mod.DeltaMirror.apply, []
 
     def crash_after_the_first(self: Any, *a: Any) -> bool:
         if calls:
@@ -115,11 +116,11 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
         calls.append(real_apply(self, *a))
         return calls[-1]
 
-    monkeypatch.setattr(sync_job.DeltaMirror, "apply", crash_after_the_first)
+    monkeypatch.setattr(mirror_mod.DeltaMirror, "apply", crash_after_the_first)
     q = mysql_cdc.sync(classic_spark, once=True, **args)
     with pytest.raises(Exception, match="the driver dies here"):
         q.awaitTermination(300)
-    monkeypatch.setattr(sync_job.DeltaMirror, "apply", real_apply)
+    monkeypatch.setattr(mirror_mod.DeltaMirror, "apply", real_apply)
     assert calls == [True]
     again: list[Any] = []
     q = mysql_cdc.sync(classic_spark, once=True, on_batch=again.append, **args)

@@ -15,7 +15,8 @@ from mysql_cdc.connect import connect, connect_fast
 from mysql_cdc.errors import ConfigError, ConnectError
 from mysql_cdc.options import ConnectionProfile, parse_options, profile_from_mapping, profile_from_url
 from mysql_cdc.planner.plan import plan_tables
-from mysql_cdc.udtf.binlog.phase import BinlogPhase, ReadFrom, server_end
+from mysql_cdc.udtf.binlog.phase import BinlogPhase
+from mysql_cdc.udtf.binlog.startup import ReadFrom, server_end
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import SnapshotReader
 from tests.helpers import insert_rows

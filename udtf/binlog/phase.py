@@ -17,21 +17,20 @@ naming the table and the position: the chunk plan and the column types no longer
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
-from mysql_cdc.chunks import ChunkRecord
 from mysql_cdc.connect import ServerFacts, connect
-from mysql_cdc.errors import BinlogError, ConfigError, SchemaChangedError, StateError
+from mysql_cdc.errors import SchemaChangedError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyorder import KeyOrder
-from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, change_sequence, is_mariadb_gtids
+from mysql_cdc.keyorder import KeyOrder, key_value
+from mysql_cdc.offsets import BinlogOffset, change_sequence
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
+from mysql_cdc.udtf.binlog.catchup import keep_boundary, split_points
 from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
+from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, server_end
 from mysql_cdc.udtf.binlog.transactions import (
     SchemaChange,
     Transaction,
@@ -59,229 +58,8 @@ class Change(NamedTuple):
     seq: int = 0  # the image's LONG sequence (offsets.change_sequence): binlog order, unique
 
 
-@dataclass(frozen=True)
-class ReadFrom:
-    """Where a binlog read starts: a transaction boundary, or (MySQL) every transaction not in a GTID set."""
-
-    offset: BinlogOffset
-    auto_position: bool = False
-    skip_before: int | None = None  # startup from a timestamp: events committed before it are not emitted
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"file": self.offset.file, "pos": self.offset.pos}
-        if self.auto_position:
-            d["gtids"] = self.offset.gtids or ""
-        if self.skip_before is not None:
-            d["skip_before"] = self.skip_before
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReadFrom:
-        auto = "gtids" in d
-        off = BinlogOffset(str(d["file"]), int(d["pos"]), d.get("gtids"), "gtid" if auto else "position")
-        sb = d.get("skip_before")
-        return cls(off, auto, None if sb is None else int(sb))
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, dt.datetime) and v.tzinfo is not None:
-        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return v
-
-
-def server_end(profile: ConnectionProfile, facts: ServerFacts, conn: Any | None = None) -> BinlogOffset:
-    """The binlog end now (a transaction boundary), with MySQL's executed GTID set."""
-    own = conn is None
-    conn = conn or connect(profile)
-    try:
-        cur = conn.cursor()
-        cur.execute(facts.status_sql)
-        row = cur.fetchone()
-        cur.close()
-    finally:
-        if own:
-            conn.close()
-    if row is None:
-        raise BinlogError("the server reports no binlog position: enable log_bin")
-    gtids = str(row[4]).replace("\n", "") if facts.flavor == "mysql" and len(row) > 4 and row[4] else None
-    return BinlogOffset(str(row[0]), int(row[1]), gtids, "position")
-
-
-def binary_logs(profile: ConnectionProfile) -> list[tuple[str, int]]:
-    """The server's binary log files and their sizes in bytes, oldest first (``SHOW BINARY LOGS``)."""
-    conn = connect(profile)
-    try:
-        cur = conn.cursor()
-        cur.execute("SHOW BINARY LOGS")
-        rows = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
-        cur.close()
-    finally:
-        conn.close()
-    return sorted(rows, key=lambda r: binlog_file_key(r[0]))
-
-
-def earliest(profile: ConnectionProfile) -> BinlogOffset:
-    files = binary_logs(profile)
-    if not files:
-        raise BinlogError("the server lists no binary logs: enable log_bin")
-    return BinlogOffset(files[0][0], 4)
-
-
-def parse_offset(text: str) -> ReadFrom:
-    """A startup offset: ``file:pos``, a JSON offset dict, or a MySQL GTID set (read by auto-positioning)."""
-    import json
-
-    t = text.strip()
-    if t.startswith("{"):
-        try:
-            return ReadFrom.from_dict(json.loads(t))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ConfigError(f"bad startup_offset {text!r}: {e}; expected 'file:pos' or a GTID set") from e
-    if is_mariadb_gtids(t):
-        return ReadFrom(BinlogOffset("", 0, str(MariadbGtidPos.parse(t)), "gtid"), auto_position=True)
-    file, sep, pos = t.rpartition(":")
-    if sep and file and pos.isdigit() and "-" not in pos and not file.count(":"):
-        return ReadFrom(BinlogOffset(file, int(pos)))
-    from mysql_cdc.offsets import GtidSet
-
-    try:
-        gs = GtidSet.parse(t)
-    except ConfigError:
-        gs = GtidSet()
-    if gs:
-        return ReadFrom(BinlogOffset("", 0, str(gs), "gtid"), auto_position=True)
-    raise ConfigError(f"bad startup_offset {text!r}; expected 'binlog.000003:4', a JSON offset, a MySQL GTID set "
-                      "or a MariaDB GTID position ('0-1-100')")
-
-
-# epoch seconds beyond this (the year 5138) are taken for milliseconds written without their unit
-_MAX_EPOCH_SECONDS = 10**11
-
-
-def parse_timestamp(text: str) -> int:
-    """A startup timestamp as epoch seconds: seconds, milliseconds with their unit (Flink's
-    ``scan.startup.timestamp-millis``), or ISO-8601 (UTC unless it says otherwise).
-
-    >>> parse_timestamp("1700000000"), parse_timestamp("1700000000123ms"), parse_timestamp("2023-11-14T22:13:20Z")
-    (1700000000, 1700000000, 1700000000)
-    """
-    t = text.strip()
-    unit = 1
-    if t.lower().endswith("ms"):
-        t, unit = t[:-2].strip(), 1000
-    elif t.lower().endswith("s") and t[:-1].strip().replace(".", "", 1).isdigit():
-        t = t[:-1].strip()
-    try:
-        seconds = float(t) / unit
-    except ValueError:
-        seconds = None
-    if seconds is not None:
-        if unit == 1 and seconds >= _MAX_EPOCH_SECONDS:
-            raise ConfigError(f"startup_timestamp {text!r} is not a time in seconds (it would be after the year "
-                              f"5000): for milliseconds write {t + 'ms'!r}")
-        return int(seconds)
-    if unit != 1:
-        raise ConfigError(f"bad startup_timestamp {text!r}; milliseconds are a number followed by 'ms'")
-    try:
-        d = dt.datetime.fromisoformat(t.replace("Z", "+00:00") if t.endswith("Z") else t)
-    except ValueError:
-        raise ConfigError(f"bad startup_timestamp {text!r}; expected seconds since the epoch, milliseconds "
-                          "with 'ms' ('1700000000000ms') or ISO-8601 such as '2026-11-22T10:00:00+00:00'") from None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=dt.timezone.utc)
-    return int(d.timestamp())
-
-
-def check_offset_exists(profile: ConnectionProfile, offset: BinlogOffset) -> None:
-    """A startup offset names a binlog file the server has, at a position inside it (else one clear error,
-    instead of an empty result)."""
-    logs = binary_logs(profile)
-    files = dict(logs)
-    names = [name for name, _ in logs]
-    have = f"the server has {names[0]} .. {names[-1]}" if names else "the server lists no binary logs"
-    if offset.file not in files:
-        purged = bool(names) and binlog_file_key(offset.file) < binlog_file_key(names[0])
-        why = "was purged" if purged else "does not exist"
-        raise ConfigError(f"startup_offset names binlog file {offset.file!r}, which {why} ({have}); give a file "
-                          "and position from SHOW BINARY LOGS / SHOW BINLOG EVENTS, or start from 'earliest'")
-    if offset.pos < 4 or offset.pos > files[offset.file]:
-        raise ConfigError(f"startup_offset position {offset.pos} is outside {offset.file!r}, which is "
-                          f"{files[offset.file]} bytes long; give the end position of an event (SHOW BINLOG EVENTS)")
-
-
-def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOrder, conn: Any | None) -> EmitRule:
-    """The emit rule of one table from its recorded chunks (sort-key ranges and high watermarks; the chunk of
-    NULL keys, when the key is nullable, apart)."""
-    nulls = [r for r in records if r.nulls]
-    bounds = [r.chunk() for r in records if not r.nulls]
-    ends = [c.end for c in bounds if c.end is not None]
-    sks = key_order.sort_keys(conn, [tuple(_plain(v) for v in k) for k in ends]) if ends else []
-    it = iter(sks)
-    ranges: list[tuple[SortKey | None, SortKey | None]] = []
-    prev: SortKey | None = None
-    for c in bounds:
-        end = next(it) if c.end is not None else None
-        ranges.append((prev, end))
-        prev = end
-    if len(nulls) > 1:
-        raise StateError(f"{len(nulls)} chunks of NULL keys are recorded; one is planned")
-    if records and records[0].nullable and not nulls:
-        raise StateError("the chunk of NULL keys is not recorded")
-    return EmitRule(ranges, [r.high for r in records if not r.nulls], nulls[0].high if nulls else None)
-
-
 class _StopAtDdl(Exception):
     """Internal: a boundary scan met a DDL statement on a captured table."""
-
-
-class RecordedChunks(Protocol):
-    """Where finished chunks are recorded (``mysql_cdc.state.store.StateStore`` is one): the reader needs only
-    this, so it does not depend on the state layer."""
-
-    location: str
-
-    def chunk_records(self, table: TableId) -> list[ChunkRecord]: ...
-
-
-def recorded_rules(store: RecordedChunks, schemas: Mapping[TableId, TableSchema], conn_factory: Callable[[], Any]
-                   ) -> dict[TableId, EmitRule]:
-    """The emit rule of each table from its recorded chunks."""
-    rules: dict[TableId, EmitRule] = {}
-    conn = None
-    try:
-        for t, schema in schemas.items():
-            recs = store.chunk_records(t)
-            if not recs:
-                raise StateError(f"no chunk watermarks of table {str(t)!r} are recorded under {store.location!r}: "
-                                 "run the snapshot with this state_dir first, or start with startup => 'latest'")
-            ko = KeyOrder(schema)
-            if ko.needs_server and conn is None:
-                conn = conn_factory()
-            try:
-                rules[t] = chunk_rule(schema, recs, ko, conn)
-            except StateError as e:
-                raise StateError(f"table {str(t)!r}: {e} (found {len(recs)} records under {store.location!r}); "
-                                 "finish the snapshot first") from e
-    finally:
-        if conn is not None:
-            conn.close()
-    return rules
-
-
-def rules_start(rules: Mapping[TableId, EmitRule]) -> ReadFrom:
-    """Where the binlog phase starts: the smallest high watermark over all captured tables. With GTID
-    watermarks, every transaction not in the smallest executed set (GTID auto-positioning), since a
-    transaction can sit in the binlog before that position and still be missing from the set."""
-    starts = [r.start for r in rules.values()]
-    first = min(starts)
-    if first.kind == "gtid":
-        from mysql_cdc.offsets import GtidSet
-
-        common = GtidSet.parse(starts[0].gtids)
-        for s in starts[1:]:
-            common = common.intersection(GtidSet.parse(s.gtids))
-        return ReadFrom(BinlogOffset(first.file, first.pos, str(common), "gtid"), auto_position=True)
-    return ReadFrom(BinlogOffset(first.file, first.pos))
 
 
 class BinlogPhase:
@@ -459,7 +237,7 @@ class BinlogPhase:
                 keep_boundary(out, BinlogOffset(txn.file, txn.end))
         return out
 
-    def split(self, start: ReadFrom, end: BinlogOffset, parts: int, min_bytes: int,
+    def cut_points(self, start: ReadFrom, end: BinlogOffset, parts: int, min_bytes: int,
               boundaries: list[BinlogOffset] | None = None) -> list[BinlogOffset]:
         """Where a range is cut to be read by ``parts`` readers at once (parallel catch-up): transaction
         boundaries inside it, about as many bytes apart (:func:`split_points`); none when the range is too short
@@ -548,7 +326,7 @@ class BinlogPhase:
             rule = self.rules[t]
             assert rule is not None
             kp = self._keypos[t]
-            keys = {i: tuple(_plain(images[i][2][p]) for p in kp) for i in idx}
+            keys = {i: tuple(key_value(images[i][2][p]) for p in kp) for i in idx}
             ranged = [i for i in idx if None not in keys[i]]  # a key with a NULL is the NULL chunk's
             sk_of: dict[int, SortKey | None] = dict(zip(ranged, self._sort_keys(t, [keys[i] for i in ranged]))) \
                 if ranged else {}
@@ -563,102 +341,3 @@ class BinlogPhase:
                              change_sequence(r.file, r.start, image))
 
 
-BOUNDARY_STEP = 64 << 10  # a cut needs no finer boundaries: a backlog of small transactions keeps few of them
-
-
-def keep_boundary(kept: list[BinlogOffset], boundary: BinlogOffset) -> None:
-    """Keep a transaction boundary for :func:`split_points` unless it is within :data:`BOUNDARY_STEP` bytes of
-    the last one kept in the same file (memory: a million small transactions keep a few thousand).
-
-    >>> kept: list[BinlogOffset] = []
-    >>> for pos in (100, 200, 70_000, 70_100, 140_000):
-    ...     keep_boundary(kept, BinlogOffset("binlog.000001", pos))
-    >>> keep_boundary(kept, BinlogOffset("binlog.000002", 4))
-    >>> [(o.file[-1], o.pos) for o in kept]
-    [('1', 100), ('1', 70000), ('1', 140000), ('2', 4)]
-    """
-    if not kept or kept[-1].file != boundary.file or boundary.pos - kept[-1].pos >= BOUNDARY_STEP:
-        kept.append(boundary)
-
-
-def split_points(start: BinlogOffset, end: BinlogOffset, boundaries: list[BinlogOffset], sizes: Mapping[str, int],
-                 parts: int, min_bytes: int) -> list[BinlogOffset]:
-    """Transaction boundaries that cut the range ``start`` .. ``end`` into at most ``parts`` pieces of about
-    equal bytes, each at least ``min_bytes`` (``sizes``: the binlog files' sizes, to measure a range across
-    files). A piece ends at a boundary, so each is read like any range, and the emit rule, which holds per
-    event, gives each change in exactly one piece.
-
-    Worked example: a range of 300 bytes in one file with boundaries at 100, 180, 250 and 300, cut in three,
-    aims at 100 and 200 bytes from its start and takes the boundary nearest each aim (after the cut before):
-
-    >>> cut = split_points(BinlogOffset("b.1", 0), BinlogOffset("b.1", 300),
-    ...                    [BinlogOffset("b.1", p) for p in (100, 180, 250, 300)], {"b.1": 300}, 3, 50)
-    >>> [o.pos for o in cut]
-    [100, 180]
-    >>> split_points(BinlogOffset("b.1", 0), BinlogOffset("b.1", 300), [BinlogOffset("b.1", 300)], {"b.1": 300},
-    ...              3, 50)  # one transaction: nothing to cut
-    []
-    >>> [(o.file, o.pos) for o in split_points(BinlogOffset("b.1", 200), BinlogOffset("b.2", 200),
-    ...     [BinlogOffset("b.1", 300), BinlogOffset("b.2", 50), BinlogOffset("b.2", 200)], {"b.1": 300, "b.2": 900},
-    ...     2, 50)]  # across a rotation: 100 bytes left in b.1, 200 read of b.2
-    [('b.2', 50)]
-    """
-    order = sorted(sizes, key=binlog_file_key)
-    before: dict[str, int] = {}
-    total = 0
-    for f in order:
-        before[f] = total
-        total += sizes[f]
-
-    def at(o: BinlogOffset) -> int | None:
-        return None if o.file not in before else before[o.file] + o.pos
-
-    first, last = at(start), at(end)
-    if first is None or last is None or last <= first:
-        return []
-    parts = min(parts, (last - first) // max(1, min_bytes))
-    inside = [(g, b) for b in boundaries if (g := at(b)) is not None and first < g < last]
-    cut: list[BinlogOffset] = []
-    prev = first
-    for i in range(1, parts):
-        aim = first + (last - first) * i // parts
-        found = min(((g, b) for g, b in inside if g > prev), key=lambda gb: abs(gb[0] - aim), default=None)
-        if found is not None:
-            prev = found[0]
-            cut.append(found[1])
-    return cut
-
-
-def read_from(profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions,
-              rules: Mapping[TableId, EmitRule] | None) -> ReadFrom:
-    """Where the binlog read starts under ``opts.startup`` (``initial`` needs the recorded ``rules``)."""
-    mode = opts.startup
-    if mode == "initial":
-        if not rules:
-            raise StateError("startup 'initial' needs the recorded snapshot of the tables (state_dir)")
-        return rules_start(rules)
-    if mode == "latest":
-        end = server_end(profile, facts)
-        return ReadFrom(BinlogOffset(end.file, end.pos))
-    if mode == "earliest":
-        return ReadFrom(earliest(profile))
-    if mode == "offset":
-        rf = parse_offset(opts.startup_offset or "")
-        if not rf.auto_position:
-            check_offset_exists(profile, rf.offset)
-        return rf
-    if mode == "timestamp":
-        return ReadFrom(earliest(profile), skip_before=parse_timestamp(opts.startup_timestamp or ""))
-    raise ConfigError(f"startup {mode!r} reads no binlog; use initial, latest, earliest, offset or timestamp")
-
-
-def parse_end(text: str, profile: ConnectionProfile, facts: ServerFacts) -> BinlogOffset:
-    if text.strip().lower() == "latest":
-        return server_end(profile, facts)
-    try:
-        rf = parse_offset(text)
-    except ConfigError:
-        rf = None
-    if rf is None or rf.auto_position:
-        raise ConfigError(f"bad end {text!r}; expected 'latest' or 'file:pos'")
-    return rf.offset

@@ -32,7 +32,6 @@ Spark readers read the next chunk ahead (:func:`udtf.spark.output.read_chunks`),
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -45,7 +44,7 @@ from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect_fast, streaming_cursor
 from mysql_cdc.errors import LOCK_REFUSED, ConfigError, ServerSettingError, StateError, TableError, lock_refused
 from mysql_cdc.ids import ident, quote_ident
-from mysql_cdc.keyorder import KeyOrder
+from mysql_cdc.keyorder import KeyOrder, key_value
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
@@ -497,7 +496,7 @@ class SnapshotReader:
         """Whether an image (one of ``images``) has its key in the chunk: in its range, with no NULL in it for a
         nullable key; with a NULL in it for the chunk of NULL keys."""
         key_pos = self.schema.positions(self.schema.chunk_key)
-        keys = [tuple(_plain(img[i]) for i in key_pos) for img in images]
+        keys = [tuple(key_value(img[i]) for i in key_pos) for img in images]
         ranged = [(img, k) for img, k in zip(images, keys) if None not in k]
         nulls = {id(img) for img, k in zip(images, keys) if None in k}
         bounds = [b for b in (chunk.start, chunk.end) if b is not None]
@@ -524,8 +523,3 @@ class SnapshotReader:
                              in_chunk=self._in_chunk(conn, chunk, images))
 
 
-def _plain(v: Any) -> Any:
-    """A canonical value back in the form chunk bounds are held in (naive UTC datetimes)."""
-    if isinstance(v, dt.datetime) and v.tzinfo is not None:
-        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return v

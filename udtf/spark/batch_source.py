@@ -17,15 +17,9 @@ from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import StateStore
-from mysql_cdc.udtf.spark.output import (
-    ChunkPartition,
-    Output,
-    Readers,
-    pinned_schema,
-    planned_tables,
-    read_chunks,
-    spread_chunks,
-)
+from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
+from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.output import Output
 from mysql_cdc.udtf.spark.stream_reader import MysqlCdcStreamReader
 
 

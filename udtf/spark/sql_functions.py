@@ -19,23 +19,11 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.udtf.binlog.phase import (
-    parse_end,
-)
+from mysql_cdc.udtf.binlog.startup import parse_end
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.spark.output import (
-    SQL_OPTION_KEYS,
-    Output,
-    Readers,
-    binlog_phase,
-    change_meta,
-    changes_need_metadata,
-    check_recorded,
-    chunk_from_row,
-    meta_values,
-    planned_tables,
-    record,
-)
+from mysql_cdc.udtf.spark.capture import binlog_phase, planned_tables
+from mysql_cdc.udtf.spark.chunk_reads import Readers, check_recorded, chunk_from_row, record
+from mysql_cdc.udtf.spark.output import SQL_OPTION_KEYS, Output, change_meta, changes_need_metadata, meta_values
 
 
 def _sql_options(kwargs: Mapping[str, Any]) -> CdcOptions:

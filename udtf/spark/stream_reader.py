@@ -23,15 +23,9 @@ from mysql_cdc.planner.discover import table_matches
 from mysql_cdc.planner.plan import check_server_id_claims, describe_now, describe_tables, split_schemas
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore, history_key, pin_capture
-from mysql_cdc.udtf.binlog.phase import (
-    BinlogPhase,
-    ReadFrom,
-    binary_logs,
-    read_from,
-    recorded_rules,
-    rules_start,
-    server_end,
-)
+from mysql_cdc.udtf.binlog.phase import BinlogPhase
+from mysql_cdc.udtf.binlog.rules import recorded_rules
+from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, read_from, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import SchemaChange, index_only, replacing_statement
 from mysql_cdc.udtf.schema.evolve import (
     EVOLVE,
@@ -44,18 +38,9 @@ from mysql_cdc.udtf.schema.evolve import (
     renamed_columns,
 )
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
-from mysql_cdc.udtf.spark.output import (
-    ChunkPartition,
-    Output,
-    Readers,
-    changes_need_metadata,
-    output_schema,
-    pinned_schema,
-    planned_tables,
-    read_chunks,
-    reset_batch,
-    spread_chunks,
-)
+from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
+from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.output import Output, changes_need_metadata, output_schema, reset_batch
 
 log = logging.getLogger("mysql_cdc")
 
@@ -582,7 +567,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             planned = self._planned
             known = planned[2] if planned is not None and planned[:2] == (
                 json.dumps(begin.to_dict(), sort_keys=True), (stop.file, stop.pos)) else None
-            cuts = phase.split(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES, known)
+            cuts = phase.cut_points(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES, known)
         starts = [begin.to_dict(), *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before).to_dict()
                                      for c in cuts)]
         ends = [{"file": c.file, "pos": c.pos} for c in cuts] + [{"file": stop.file, "pos": stop.pos}]

@@ -1,0 +1,310 @@
+"""The mirror's Delta tables: created (or checked) before any data is read, then merged into, one MERGE per table
+and batch, exactly once (Delta's idempotent writes: a ``txn`` action of the query's id and the batch id in the
+MERGE's own commit).
+
+Delta tables are written with delta-rs (the ``deltalake`` package): Delta's Spark jars (4.4.0, built for Spark
+4.2) fail on Spark 4.3 (``NoSuchMethodError: LogicalRDD.<init>`` on the first read). The tables are plain Delta
+tables: Spark with Delta, delta-rs, DuckDB, Trino and others read them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from mysql_cdc.errors import ConfigError, StateError, TableError
+from mysql_cdc.ids import TableId
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.rows import (
+    META_COLUMNS,
+)
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.state.store import StateStore, make_dirs, tighten_umask
+from mysql_cdc.udtf.convert import table_arrow_schema
+from mysql_cdc.udtf.schema.evolve import evolve_rows, renames_since
+from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images
+from mysql_cdc.udtf.sync.target import local_path, writable
+
+# the sync's stream options unless given: micro-batches the driver can hold (each batch is collected there)
+CHECKPOINT_EVERY = 100  # Delta versions between two checkpoints of a mirror table's log
+_log = logging.getLogger("mysql_cdc.sync")
+
+
+def _deltalake() -> Any:
+    try:
+        import deltalake
+    except ImportError as e:
+        raise ConfigError(f"the sync job writes Delta tables with the deltalake package, which cannot be imported "
+                          f"({e}); install it with: pip install 'pyspark-mysql-cdc[delta]'") from e
+    return deltalake
+
+
+def delta_type(t: pa.DataType) -> pa.DataType:
+    """The Delta column type of one of our Arrow types: the same, except TIME (an Arrow duration: Delta has no
+    interval type), which the mirror keeps as BIGINT microseconds, signed."""
+    return pa.int64() if pa.types.is_duration(t) else t
+
+
+def delta_schema(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
+    """The mirror table of ``schema``: its columns, typed as a read of the table types them (see
+    :func:`delta_type`); primary key columns NOT NULL."""
+    key = set(schema.primary_key)
+    return pa.schema([pa.field(f.name, delta_type(f.type), f.nullable and f.name not in key)
+                      for f in table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)])
+
+
+def table_path(root: str, table: TableId) -> str:
+    """``<root>/<database>/<table>``, the names as they are except ``/``, ``\\``, ``%``, ``~``, NUL and a leading
+    ``.`` or ``_``, written as ``~`` and their UTF-8 bytes in hex: no name leaves ``root`` or names a hidden
+    file, two names never share a path, no ``%`` appears (Delta readers take a path as a URL and would decode
+    it), and no folder of a mirror starts with ``_``: those names are the format's (``_delta_log``) and ours
+    (``<root>/_sync/...`` for the checkpoint and the state_dir, the lock file).
+
+    >>> table_path("/lake", TableId("shop", "tÜ x")), table_path("/lake", TableId("..", "a/b%~"))
+    ('/lake/shop/tÜ x', '/lake/~2e./a~2fb~25~7e')
+    >>> table_path("/lake", TableId("_sync", "_delta_log"))
+    '/lake/~5fsync/~5fdelta_log'
+    """
+    def part(name: str) -> str:
+        return "".join("".join(f"~{b:02x}" for b in ch.encode()) if ch in "/\\%~\x00" or (i == 0 and ch in "._")
+                       else ch for i, ch in enumerate(name))
+    return os.path.join(root, part(table.database), part(table.table))
+
+
+def legacy_table_path(root: str, table: TableId) -> str:
+    """Where a mirror made before a leading ``_`` was escaped keeps its table (:func:`table_path` of then).
+
+    >>> legacy_table_path("/lake", TableId("_sync", "ck"))
+    '/lake/_sync/ck'
+    """
+    def part(name: str) -> str:
+        return "".join("".join(f"~{b:02x}" for b in ch.encode()) if ch in "/\\%~\x00" or (i == 0 and ch == ".")
+                       else ch for i, ch in enumerate(name))
+    return os.path.join(root, part(table.database), part(table.table))
+
+
+_SYNC_ID = re.compile(r"by pyspark-mysql-cdc, sync ([0-9a-f-]{36})$")
+
+
+# names the batch rows carry beside the table's columns (the metadata columns), and the merge's own
+_RESERVED = frozenset([m for m, _ in META_COLUMNS] + [DELETE_COLUMN, ORDER_COLUMN])
+
+
+def check_tables(schemas: Iterable[TableSchema]) -> None:
+    """Every table has a primary key (a mirror merges by key) and no column named like the rows' metadata."""
+    schemas = list(schemas)
+    keyless = [str(s.table) for s in schemas if not s.primary_key]
+    if keyless:
+        raise TableError(f"tables {keyless!r} have no primary key, and a mirror merges by key: give them one, "
+                         "or leave them out of the sync (option exclude / --exclude)")
+    for s in schemas:
+        clash = sorted(_RESERVED.intersection(s.column_names))
+        if clash:
+            raise TableError(f"table {str(s.table)!r} has columns named like the sync's metadata columns {clash!r}; "
+                             "rename them, or leave the table out of the sync (option exclude / --exclude)")
+
+
+def _same_columns(have: pa.Schema, want: pa.Schema) -> str | None:
+    """What differs between an existing table's columns and the wanted ones (``None``: nothing)."""
+    h = [(f.name, str(f.type)) for f in have]
+    w = [(f.name, str(f.type)) for f in want]
+    if h == w:
+        return None
+    return f"it has columns {h!r}, the mirror of the source table needs {w!r}"
+
+
+class DeltaMirror:
+    """The Delta tables of one sync: created (or checked) before any data is read, then merged into."""
+
+    def __init__(self, root: str, opts: CdcOptions, state_dir: str) -> None:
+        self.given = root  # made absolute where it is used: a Spark Connect server's directory, not the client's
+        self.opts = opts
+        self.state_dir = state_dir
+        self._schemas: dict[TableId, pa.Schema] = {}
+        self._paths: dict[TableId, str] = {}
+
+    @property
+    def root(self) -> str:
+        return os.path.abspath(self.given)
+
+    def path(self, table: TableId) -> str:
+        """The table's mirror: at :func:`table_path`, or where a mirror made before a leading ``_`` was escaped
+        has it (:func:`legacy_table_path`)."""
+        if table not in self._paths:
+            p, old = table_path(self.root, table), legacy_table_path(self.root, table)
+            if p != old and not os.path.isdir(p) and _deltalake().DeltaTable.is_deltatable(old):
+                p = old
+            self._paths[table] = p
+        return self._paths[table]
+
+    def check_root(self) -> None:
+        """The target directory can be made or written: one clear error otherwise. Nothing is created."""
+        local_path("to", self.given)
+        writable("target", self.root)
+
+    def prepare(self, schemas: Iterable[TableSchema]) -> list[TableId]:
+        """Create the mirror table of each schema, or check the existing one: made by this capture (the sync id
+        in its description, see :meth:`StateStore.record_sync_id`), with the schema's columns; the tables
+        created. A table this capture made and that is gone is an error, not a new empty table (its rows were
+        merged already). Every check runs before any table is created, so a bad target changes nothing."""
+        dl = _deltalake()
+        schemas = list(schemas)
+        check_tables(schemas)
+        self.check_root()
+        store = StateStore(self.state_dir)
+        sync_id = store.record_sync_id()
+        todo = []
+        for s in schemas:
+            want = delta_schema(s, self.opts)
+            p = self.path(s.table)
+            made = store.mirror(s.table)
+            if dl.DeltaTable.is_deltatable(p):
+                existing = dl.DeltaTable(p)
+                owner = _SYNC_ID.search(existing.metadata().description or "")
+                diff = _same_columns(pa.schema(existing.schema().to_arrow()), want)
+                if owner is None or owner.group(1) != sync_id:
+                    by = f"by the sync {owner.group(1)!r}" if owner else "by something other than this job"
+                    raise TableError(f"the Delta table {p!r} for {str(s.table)!r} was made {by}, not by the capture "
+                                     f"of state_dir {self.state_dir!r} (sync {sync_id!r})"
+                                     f"{'' if diff is None else ', and ' + diff}: a mirror merges only into tables "
+                                     "it made; sync into another target, or use the checkpoint and state_dir that "
+                                     "made this one")
+                if diff is not None:  # the source table changed since (a schema change followed): follow it
+                    self.evolve(s)
+            elif made is not None:
+                raise StateError(f"the Delta table of {str(s.table)!r} that this capture made at {made!r} is "
+                                 f"missing at {p!r}, and rows were merged into it already: put it back (or give "
+                                 "the target it was made in), or start this mirror again (a new target, checkpoint "
+                                 "and state_dir)")
+            elif os.path.lexists(p) and (not os.path.isdir(p) or os.listdir(p)):
+                raise ConfigError(f"{p!r} exists and is not a Delta table; the mirror of {str(s.table)!r} goes "
+                                  "there: move it away or sync into another target")
+            else:
+                todo.append((s, want, p))
+            self._schemas[s.table] = want
+        tighten_umask()
+        for s, want, p in todo:
+            make_dirs(p)
+            dl.DeltaTable.create(p, schema=want, mode="ignore", name=s.table.table,
+                                 description=f"mirror of {s.table} by pyspark-mysql-cdc, sync {sync_id}")
+            store.record_mirror(s.table, p)
+        return [s.table for s, _, _ in todo]
+
+    def evolve(self, schema: TableSchema) -> bool:
+        """Bring the table's mirror to ``schema``'s columns, if it has others: its rows moved to them by the
+        capture's schema history (:func:`udtf.schema.evolve.evolve_rows`: columns kept, renamed, widened, dropped, or
+        new and NULL), or, when it holds no row (a table reset, to be snapshotted again), just its columns
+        replaced. The rewrite is one Delta commit of the whole table. True when it changed the table."""
+        want = delta_schema(schema, self.opts)
+        if self._schemas.get(schema.table) == want:
+            return False
+        check_tables([schema])
+        dl = _deltalake()
+        p = self.path(schema.table)
+        table = dl.DeltaTable(p)
+        have = pa.schema(table.schema().to_arrow())
+        self._schemas[schema.table] = want
+        if _same_columns(have, want) is None and [f.nullable for f in have] == [f.nullable for f in want]:
+            return False
+        dataset = table.to_pyarrow_dataset()
+        count = dataset.count_rows()
+        data: Any = want.empty_table()
+        if count:
+            history = StateStore(self.state_dir).history(schema.table)
+            renamed = mirror_renames(history, have, lambda d: delta_schema(TableSchema.from_dict(d), self.opts))
+            if renamed is None:
+                del self._schemas[schema.table]
+                raise TableError(f"the Delta table {p!r} of {str(schema.table)!r} has columns "
+                                 f"{[f'{f.name} {f.type}' for f in have]!r}, which no schema the capture recorded for "
+                                 f"the table had (now {[f'{f.name} {f.type}' for f in want]!r}): start this mirror "
+                                 "again (a new target, checkpoint and state_dir)")
+            moved = renamed  # a batch of the table's files at a time: memory bounded by a batch, not the table
+            data = pa.RecordBatchReader.from_batches(want, (
+                out for b in dataset.to_batches()
+                for out in evolve_rows(pa.Table.from_batches([b]), want, moved).to_batches()))
+        dl.write_deltalake(p, data, mode="overwrite", schema_mode="overwrite",
+                           commit_properties=dl.CommitProperties(custom_metadata={"mysql_cdc.evolve": "columns"}))
+        _log.warning("mirror of %s: columns now %s (%d rows moved)", schema.table, want.names, count)
+        return True
+
+    def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
+        """Delete every row of the table's mirror (its table was dropped, truncated, renamed away or is
+        snapshotted again: a ``T`` row), in a commit with the batch's transaction; false when done already."""
+        dl = _deltalake()
+        p = self.path(table)
+        if not dl.DeltaTable.is_deltatable(p):
+            return False
+        t = dl.DeltaTable(p)
+        done = t.transaction_version(app_id)
+        if done is not None and int(done) >= batch_id:
+            return False
+        t.delete(commit_properties=dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
+                                                       custom_metadata={"mysql_cdc.batch": str(batch_id)}))
+        return True
+
+    def apply(self, schema: TableSchema, rows: pa.Table, app_id: str, batch_id: int) -> bool:
+        """Merge one batch's rows of one table (the table's columns, ``__op``, ``_change_seq``); false when the
+        table's log already holds this batch (or a later one) of ``app_id``."""
+        dl = _deltalake()
+        want = delta_schema(schema, self.opts)
+        if schema.table not in self._schemas:
+            self.prepare([schema])
+        self.evolve(schema)
+        p = self.path(schema.table)
+        table = dl.DeltaTable(p)
+        done = table.transaction_version(app_id)
+        if done is not None and int(done) >= batch_id:
+            return False
+        src = final_images(rows, schema.primary_key)
+        cols = [src.column(f.name).cast(f.type) if pa.types.is_duration(src.schema.field(f.name).type)
+                else src.column(f.name) for f in want]
+        src = pa.Table.from_arrays([*cols, src.column(DELETE_COLUMN)],
+                                   schema=pa.schema([*want, pa.field(DELETE_COLUMN, pa.bool_(), False)]))
+
+        def q(name: str) -> str:
+            return "`" + name.replace("`", "``") + "`"
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in schema.primary_key)
+        sets = {q(f.name): f"s.{q(f.name)}" for f in want}
+        flag = f"s.{q(DELETE_COLUMN)}"
+        commit = dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
+                                     custom_metadata={"mysql_cdc.batch": str(batch_id)})
+        (table.merge(src, on, source_alias="s", target_alias="t", commit_properties=commit)
+         .when_matched_delete(predicate=flag)
+         .when_matched_update(updates=sets, predicate=f"NOT {flag}")
+         .when_not_matched_insert(updates=sets, predicate=f"NOT {flag}")
+         .execute())
+        table.update_incremental()
+        if table.version() % CHECKPOINT_EVERY == 0:  # a reader (and the next batch) replays a short log
+            table.create_checkpoint()
+        return True
+
+
+def mirror_renames(history: list[dict[str, Any]], have: pa.Schema, columns_of: Callable[[dict[str, Any]], pa.Schema]
+                   ) -> dict[str, str] | None:
+    """How a mirror with columns ``have`` reaches the table's latest schema: the columns renamed since, latest
+    name to the name in ``have`` (``None``: no recorded schema had those columns). The start is the latest
+    history entry with a schema whose mirror columns (``columns_of``) are ``have``; each later ``evolve``
+    entry's renames compose with the earlier ones.
+
+    >>> h = [{"action": "snapshot", "schema": ["a", "b"], "renamed": {}},
+    ...      {"action": "evolve", "schema": ["a", "c"], "renamed": {"c": "b"}},
+    ...      {"action": "evolve", "schema": ["a", "d"], "renamed": {"d": "c"}}]
+    >>> cols = lambda d: pa.schema([(n, pa.int32()) for n in d])
+    >>> mirror_renames(h, cols(["a", "b"]), cols), mirror_renames(h, cols(["a", "c"]), cols)
+    ({'d': 'b'}, {'d': 'c'})
+    >>> mirror_renames(h, cols(["x"]), cols) is None
+    True
+    """
+    start = None
+    for i, e in enumerate(history):
+        if e.get("schema") is not None and e["action"] in ("snapshot", "evolve"):
+            mine = columns_of(e["schema"])
+            if [(f.name, f.type) for f in mine] == [(f.name, f.type) for f in have]:
+                start = i
+    if start is None or any(e["action"] == "reset" for e in history[start + 1:]):
+        return None
+    return renames_since(history, start)
