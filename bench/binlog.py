@@ -128,7 +128,8 @@ def cut_range(info: ServerInfo, rng: Range, parts: int) -> list[Range]:
     opts = parse_options({"table": "tpch.orders"})
     facts, schema = describe_table(profile, opts, "tpch.orders")
     phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
-    cuts = phase.cut_points(ReadFrom(BinlogOffset(rng[0], rng[1])), BinlogOffset(rng[2], rng[3]), parts, SPLIT_MIN_BYTES)
+    cuts = phase.cut_points(ReadFrom(BinlogOffset(rng[0], rng[1])), BinlogOffset(rng[2], rng[3]), parts,
+                            SPLIT_MIN_BYTES)
     points = [(rng[0], rng[1]), *((c.file, c.pos) for c in cuts), (rng[2], rng[3])]
     return [(a[0], a[1], b[0], b[1]) for a, b in zip(points, points[1:])]
 

@@ -8,7 +8,8 @@ from typing import Any
 import pyarrow as pa
 
 from mysql_cdc.rows import META_COLUMNS
-from mysql_cdc.udtf.spark.output import _META_ARROW, _META_NULLABLE
+from mysql_cdc.rows import META_NULLABLE as _META_NULLABLE
+from mysql_cdc.types import arrow_type
 
 _TABLES: dict[str, pa.Table] = {}
 # what a chunk of the snapshot carries in its metadata columns
@@ -19,7 +20,7 @@ _VALUES = ("r", "tpch", "orders", "tpch.orders#3", '{"file":"binlog.000001","kin
 def schema_with(base: pa.Schema, meta: str) -> pa.Schema:
     fields = list(base)
     if meta != "none":
-        fields += [pa.field(m, _META_ARROW[t], m in _META_NULLABLE or meta == "nulls") for m, t in META_COLUMNS]
+        fields += [pa.field(m, arrow_type(t), m in _META_NULLABLE or meta == "nulls") for m, t in META_COLUMNS]
     return pa.schema(fields)
 
 
@@ -35,7 +36,7 @@ def batches(path: str, index: int, count: int, meta: str) -> Iterator[pa.RecordB
     for b in part.to_batches(max_chunksize=65536):
         cols: list[Any] = list(b.columns)
         if meta == "values":
-            cols += [pa.repeat(pa.scalar(v, _META_ARROW[t]), b.num_rows) for v, (_, t) in zip(_VALUES, META_COLUMNS)]
+            cols += [pa.repeat(pa.scalar(v, arrow_type(t)), b.num_rows) for v, (_, t) in zip(_VALUES, META_COLUMNS)]
         elif meta == "nulls":
-            cols += [pa.nulls(b.num_rows, _META_ARROW[t]) for _, t in META_COLUMNS]
+            cols += [pa.nulls(b.num_rows, arrow_type(t)) for _, t in META_COLUMNS]
         yield pa.RecordBatch.from_arrays(cols, schema=schema)

@@ -11,6 +11,8 @@ import codecs
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
 
 from mysql_cdc.errors import UnsupportedTypeError
 from mysql_cdc.schema import ColumnInfo, TableSchema
@@ -188,3 +190,89 @@ def check_columns(schema: TableSchema) -> None:
             spark_type(c)
         except UnsupportedTypeError as e:
             raise UnsupportedTypeError(f"table {str(schema.table)!r}: {e}") from e
+
+class FieldType(IntEnum):
+    """The server's column type codes (``enum_field_types``), as a binlog table map gives each column's type and
+    binary JSON an opaque value's: the one table of them (the row decoder, the library's adaptation and JSON's
+    opaque values read it)."""
+
+    DECIMAL = 0
+    TINY = 1
+    SHORT = 2
+    LONG = 3
+    FLOAT = 4
+    DOUBLE = 5
+    NULL = 6
+    TIMESTAMP = 7
+    LONGLONG = 8
+    INT24 = 9
+    DATE = 10
+    TIME = 11
+    DATETIME = 12
+    YEAR = 13
+    NEWDATE = 14
+    VARCHAR = 15
+    BIT = 16
+    TIMESTAMP2 = 17
+    DATETIME2 = 18
+    TIME2 = 19
+    JSON = 245
+    NEWDECIMAL = 246
+    ENUM = 247
+    SET = 248
+    TINY_BLOB = 249
+    MEDIUM_BLOB = 250
+    LONG_BLOB = 251
+    BLOB = 252
+    VAR_STRING = 253
+    STRING = 254
+    GEOMETRY = 255
+
+
+# every Spark type name the type table gives (DECIMAL(p,s) apart): its Arrow type and its pyspark type, made
+# from the module passed in (pyarrow, pyspark.sql.types: imported where used, not with the vocabulary)
+_TYPE_NAMES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "TINYINT": (lambda pa: pa.int8(), lambda T: T.ByteType()),
+    "SMALLINT": (lambda pa: pa.int16(), lambda T: T.ShortType()),
+    "INT": (lambda pa: pa.int32(), lambda T: T.IntegerType()),
+    "BIGINT": (lambda pa: pa.int64(), lambda T: T.LongType()),
+    "FLOAT": (lambda pa: pa.float32(), lambda T: T.FloatType()),
+    "DOUBLE": (lambda pa: pa.float64(), lambda T: T.DoubleType()),
+    "BOOLEAN": (lambda pa: pa.bool_(), lambda T: T.BooleanType()),
+    "STRING": (lambda pa: pa.string(), lambda T: T.StringType()),
+    "BINARY": (lambda pa: pa.binary(), lambda T: T.BinaryType()),
+    "DATE": (lambda pa: pa.date32(), lambda T: T.DateType()),
+    "TIMESTAMP": (lambda pa: pa.timestamp("us", tz="UTC"), lambda T: T.TimestampType()),
+    "TIMESTAMP_NTZ": (lambda pa: pa.timestamp("us"), lambda T: T.TimestampNTZType()),
+    "INTERVAL DAY TO SECOND": (lambda pa: pa.duration("us"), lambda T: T.DayTimeIntervalType(
+        T.DayTimeIntervalType.DAY, T.DayTimeIntervalType.SECOND)),
+}
+
+
+def _decimal(name: str) -> tuple[int, int] | None:
+    if not name.startswith("DECIMAL("):
+        return None
+    p, s = name[8:-1].split(",")
+    return int(p), int(s)
+
+
+@functools.cache
+def arrow_type(name: str) -> Any:
+    """The Arrow type of a Spark type name of the type table.
+
+    >>> arrow_type("DECIMAL(20,0)"), arrow_type("TIMESTAMP")
+    (Decimal128Type(decimal128(20, 0)), TimestampType(timestamp[us, tz=UTC]))
+    """
+    import pyarrow as pa
+
+    dec = _decimal(name)
+    return pa.decimal128(*dec) if dec else _TYPE_NAMES[name][0](pa)
+
+
+@functools.cache
+def spark_data_type(name: str) -> Any:
+    """The pyspark type object of a Spark type name of the type table (no session needed, unlike fromDDL)."""
+    from pyspark.sql import types as T
+
+    dec = _decimal(name)
+    return T.DecimalType(*dec) if dec else _TYPE_NAMES[name][1](T)

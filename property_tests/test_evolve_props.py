@@ -12,9 +12,10 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mysql_cdc.ddl import plainly_kept
 from mysql_cdc.ids import TableId
 from mysql_cdc.schema import ColumnInfo, TableSchema
-from mysql_cdc.udtf.schema.evolve import EVOLVE, RESET, SAME, apply_plain, evolve_rows, judge, plainly_kept
+from mysql_cdc.udtf.schema.evolve import EVOLVE, RESET, SAME, apply_plain, evolve_rows, judge
 
 ID = ColumnInfo("id", "int", "int", False)
 TYPES = {"int": ColumnInfo("", "int", "int", True), "bigint": ColumnInfo("", "bigint", "bigint", True),

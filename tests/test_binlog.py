@@ -21,8 +21,9 @@ from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.state.store import ChunkRecord, StateStore
 from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change
 from mysql_cdc.udtf.binlog.rules import recorded_rules
+from mysql_cdc.udtf.binlog.server_ids import claimed_server_id
 from mysql_cdc.udtf.binlog.startup import ReadFrom, rules_start, server_end
-from mysql_cdc.udtf.binlog.transactions import claimed_server_id, read_transactions
+from mysql_cdc.udtf.binlog.transactions import read_transactions
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import Hooks, SnapshotReader
 from tests.helpers import Write, Writer, binlog_end, insert_rows
@@ -285,7 +286,7 @@ def test_binlog_connection_killed_on_the_server_is_reopened_without_loss(
 
 def test_server_ids_all_taken_is_a_clear_error(profile: ConnectionProfile, db: str, root: Any, table: Model,
                                                tmp_path: Any) -> None:
-    from mysql_cdc.udtf.binlog.transactions import LOCK_PREFIX, claimed_server_id
+    from mysql_cdc.udtf.binlog.server_ids import LOCK_PREFIX, claimed_server_id
 
     holder = connect(profile)
     cur = holder.cursor()
@@ -321,8 +322,9 @@ def test_a_registered_replicas_server_id_is_never_claimed(info: Any, profile: Co
     """A binlog connection with a replica's server id makes the server end that replica's connection: the
     ids of registered replicas are skipped. A user that may not list them (MariaDB without REPLICATION MASTER
     ADMIN) claims no id, unless told to claim one unchecked: it used to warn and then take a replica's id."""
+    from mysql_cdc.connect import registered_replica_ids
     from mysql_cdc.planner.plan import check_server_id_claims
-    from mysql_cdc.udtf.binlog.transactions import claimed_server_id, registered_replica_ids
+    from mysql_cdc.udtf.binlog.server_ids import claimed_server_id
 
     cur = root.cursor()
     blind = None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mysql_cdc.ddl import ddl_tables
 from mysql_cdc.ids import TableId
-from mysql_cdc.udtf.binlog.transactions import ddl_tables
 
 T, U = TableId("d", "t"), TableId("d", "u")
 G, H = TableId("d", "größe"), TableId("d", "表")

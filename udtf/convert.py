@@ -31,27 +31,14 @@ from mysql_cdc.types import (
     INT_TYPES,
     MARIADB_TEXT,
     TEXT_TYPES,
+    FieldType,
+    arrow_type,
     spark_type,
     text_decoder,
 )
 
 UTC = dt.timezone.utc
 Converter = Callable[[Any], Any]
-
-
-_ARROW: dict[str, pa.DataType] = {
-    "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
-    "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(), "STRING": pa.string(),
-    "BINARY": pa.binary(), "DATE": pa.date32(), "TIMESTAMP_NTZ": pa.timestamp("us"),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"), "INTERVAL DAY TO SECOND": pa.duration("us"),
-}
-
-
-def arrow_type(spark: str) -> pa.DataType:
-    if spark.startswith("DECIMAL("):
-        p, s = spark[8:-1].split(",")
-        return pa.decimal128(int(p), int(s))
-    return _ARROW[spark]
 
 
 # ---- values ----
@@ -265,7 +252,10 @@ class JsonOpaque(NamedTuple):
     data: bytes
 
 
-_DECIMAL_TYPES, _DATE_TYPES, _TIME_TYPES, _DATETIME_TYPES = {0, 246}, {10, 14}, {11, 19}, {7, 12, 17, 18}
+_DECIMAL_TYPES = {FieldType.DECIMAL, FieldType.NEWDECIMAL}
+_DATE_TYPES = {FieldType.DATE, FieldType.NEWDATE}
+_TIME_TYPES = {FieldType.TIME, FieldType.TIME2}
+_DATETIME_TYPES = {FieldType.TIMESTAMP, FieldType.DATETIME, FieldType.TIMESTAMP2, FieldType.DATETIME2}
 
 
 def opaque_text(o: JsonOpaque) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from mysql_cdc.connect import ServerFacts, connect
+from mysql_cdc.ddl import created_tables, dropped_tables, named_tables
 from mysql_cdc.errors import SchemaChangedError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import KeyOrder, key_value
@@ -30,16 +31,9 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog.catchup import keep_boundary, split_points
 from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
+from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, server_end
-from mysql_cdc.udtf.binlog.transactions import (
-    SchemaChange,
-    Transaction,
-    claimed_id,
-    created_tables,
-    dropped_tables,
-    named_tables,
-    read_transactions,
-)
+from mysql_cdc.udtf.binlog.transactions import SchemaChange, Transaction, read_transactions
 from mysql_cdc.udtf.convert import binlog_row_converter
 
 
@@ -238,7 +232,7 @@ class BinlogPhase:
         return out
 
     def cut_points(self, start: ReadFrom, end: BinlogOffset, parts: int, min_bytes: int,
-              boundaries: list[BinlogOffset] | None = None) -> list[BinlogOffset]:
+                   boundaries: list[BinlogOffset] | None = None) -> list[BinlogOffset]:
         """Where a range is cut to be read by ``parts`` readers at once (parallel catch-up): transaction
         boundaries inside it, about as many bytes apart (:func:`split_points`); none when the range is too short
         (under ``min_bytes`` a part) or its start is a GTID set alone. ``boundaries``: the range's, when a scan

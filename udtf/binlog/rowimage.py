@@ -54,26 +54,24 @@ from mysql_cdc.errors import BinlogError
 from mysql_cdc.ids import TableId
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, MARIADB_TEXT, TEXT_TYPES, spark_type, unicode_codec
+from mysql_cdc.types import FieldType as F
 from mysql_cdc.udtf.convert import JSON_NULL, binlog_fixup, value_converter
 
-# binlog column types (the server's enum_field_types) this decoder reads
-TINY, SHORT, LONG, FLOAT, DOUBLE, LONGLONG, INT24, DATE, YEAR = 1, 2, 3, 4, 5, 8, 9, 10, 13
-VARCHAR, BIT, TIMESTAMP2, DATETIME2, TIME2 = 15, 16, 17, 18, 19
-JSON, NEWDECIMAL, ENUM, SET, BLOB, VAR_STRING, STRING, GEOMETRY = 245, 246, 247, 248, 252, 253, 254, 255
-
-_STRINGS = {STRING, VARCHAR, VAR_STRING}
+_STRINGS: set[int] = {F.STRING, F.VARCHAR, F.VAR_STRING}
 # what each column type (information_schema DATA_TYPE) is logged as; a type not here is left to the library
 _LOGGED: dict[str, set[int]] = {
-    "tinyint": {TINY}, "smallint": {SHORT}, "mediumint": {INT24}, "int": {LONG}, "integer": {LONG},
-    "bigint": {LONGLONG}, "float": {FLOAT}, "double": {DOUBLE}, "real": {DOUBLE}, "decimal": {NEWDECIMAL},
-    "numeric": {NEWDECIMAL}, "date": {DATE}, "datetime": {DATETIME2}, "timestamp": {TIMESTAMP2},
-    "time": {TIME2}, "year": {YEAR}, "bit": {BIT}, "enum": {ENUM}, "set": {SET}, "json": {JSON, BLOB},
+    "tinyint": {F.TINY}, "smallint": {F.SHORT}, "mediumint": {F.INT24}, "int": {F.LONG}, "integer": {F.LONG},
+    "bigint": {F.LONGLONG}, "float": {F.FLOAT}, "double": {F.DOUBLE}, "real": {F.DOUBLE},
+    "decimal": {F.NEWDECIMAL}, "numeric": {F.NEWDECIMAL}, "date": {F.DATE}, "datetime": {F.DATETIME2},
+    "timestamp": {F.TIMESTAMP2}, "time": {F.TIME2}, "year": {F.YEAR}, "bit": {F.BIT}, "enum": {F.ENUM},
+    "set": {F.SET}, "json": {F.JSON, F.BLOB},
     "char": _STRINGS, "varchar": _STRINGS, "binary": _STRINGS, "varbinary": _STRINGS,
-    **{t: {BLOB} for t in TEXT_TYPES - {"char", "varchar"}},
-    **{t: {BLOB} for t in BLOB_TYPES - {"binary", "varbinary"}},
-    **{t: {GEOMETRY} for t in GEO_TYPES}, **{t: _STRINGS for t in MARIADB_TEXT},
+    **{t: {F.BLOB} for t in TEXT_TYPES - {"char", "varchar"}},
+    **{t: {F.BLOB} for t in BLOB_TYPES - {"binary", "varbinary"}},
+    **{t: {F.GEOMETRY} for t in GEO_TYPES}, **{t: _STRINGS for t in MARIADB_TEXT},
 }
-_INTS = {TINY: (1, "b"), SHORT: (2, "h"), LONG: (4, "i"), LONGLONG: (8, "q"), FLOAT: (4, "f"), DOUBLE: (8, "d")}
+_INTS = {F.TINY: (1, "b"), F.SHORT: (2, "h"), F.LONG: (4, "i"), F.LONGLONG: (8, "q"), F.FLOAT: (4, "f"),
+         F.DOUBLE: (8, "d")}
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH = dt.datetime(1970, 1, 1)
 ImageReader = Callable[[bytes, int, int], list[tuple[Any, ...]]]
@@ -253,15 +251,15 @@ def misfit(columns: Sequence[Any], schema: TableSchema) -> str | None:
             why = f"named {tm.name!r} in the table map"
         elif tm.type not in _LOGGED.get(col.data_type, ()):
             why = f"logged as type {tm.type}"
-        elif tm.type == NEWDECIMAL and (tm.precision, tm.decimals) != (col.numeric_precision, col.numeric_scale):
+        elif tm.type == F.NEWDECIMAL and (tm.precision, tm.decimals) != (col.numeric_precision, col.numeric_scale):
             why = f"logged as DECIMAL({tm.precision},{tm.decimals})"
-        elif tm.type in (TIME2, DATETIME2, TIMESTAMP2) and tm.fsp != (col.datetime_precision or 0):
+        elif tm.type in (F.TIME2, F.DATETIME2, F.TIMESTAMP2) and tm.fsp != (col.datetime_precision or 0):
             why = f"logged with fractional precision {tm.fsp}"
-        elif tm.type in (TINY, SHORT, INT24, LONG, LONGLONG) and bool(tm.unsigned) != col.unsigned:
+        elif tm.type in (F.TINY, F.SHORT, F.INT24, F.LONG, F.LONGLONG) and bool(tm.unsigned) != col.unsigned:
             why = f"logged {'un' if not tm.unsigned else ''}signed"
-        elif tm.type in (ENUM, SET) and (tm.enum_values if tm.type == ENUM else tm.set_values) is None:
+        elif tm.type in (F.ENUM, F.SET) and (tm.enum_values if tm.type == F.ENUM else tm.set_values) is None:
             why = "logged without its members"
-        elif (tm.type in _STRINGS or (tm.type == BLOB and col.data_type in TEXT_TYPES)) and not _same_collation(
+        elif (tm.type in _STRINGS or (tm.type == F.BLOB and col.data_type in TEXT_TYPES)) and not _same_collation(
                 getattr(tm, "collation_name", None), col.collation):
             why = f"logged with collation {getattr(tm, 'collation_name', None)!r}"
         if why is not None:
@@ -278,47 +276,47 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
     lines: list[str]
     if t in _INTS:
         size, code = _INTS[t]
-        if t != FLOAT and t != DOUBLE and tm.unsigned:
+        if t != F.FLOAT and t != F.DOUBLE and tm.unsigned:
             code = code.upper()
         env[f"u{i}"] = struct.Struct("<" + code).unpack_from
         lines = [f"{v} = u{i}(b, p)[0]", f"p += {size}"]
-    elif t == INT24:
+    elif t == F.INT24:
         lines = [f"{v} = int.from_bytes(b[p:p + 3], 'little', signed={not tm.unsigned})", "p += 3"]
-    elif t == YEAR:
+    elif t == F.YEAR:
         lines = [f"{v} = b[p] + 1900", "p += 1"]
-    elif t == NEWDECIMAL:
+    elif t == F.NEWDECIMAL:
         env["Decimal"] = Decimal
         lines = _decimal_lines(v, int(tm.precision), int(tm.decimals))
-    elif t == DATE:
+    elif t == F.DATE:
         # date3 inline; a DATE column's converter passes dates and None through unchanged
         env["date"] = dt.date
         lines = ["x = int.from_bytes(b[p:p + 3], 'little')", "p += 3",
                  f"{v} = date(x >> 9 & 32767, x >> 5 & 15, x & 31) if x >> 9 & 32767 and x >> 5 & 15 and x & 31 "
                  "else None"]
         post = None if col.data_type == "date" else post
-    elif t in (DATETIME2, TIMESTAMP2, TIME2):
-        size = {DATETIME2: 5, TIMESTAMP2: 4, TIME2: 3}[t] + _fsp_bytes(tm.fsp)
-        env[f"r{i}"] = {DATETIME2: datetime2, TIMESTAMP2: timestamp2, TIME2: time2}[t]
+    elif t in (F.DATETIME2, F.TIMESTAMP2, F.TIME2):
+        size = {F.DATETIME2: 5, F.TIMESTAMP2: 4, F.TIME2: 3}[t] + _fsp_bytes(tm.fsp)
+        env[f"r{i}"] = {F.DATETIME2: datetime2, F.TIMESTAMP2: timestamp2, F.TIME2: time2}[t]
         lines = [f"{v} = r{i}(b[p:p + {size}], {int(tm.fsp)})", f"p += {size}"]
-    elif t in _STRINGS or t in (BLOB, GEOMETRY, JSON):
+    elif t in _STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
         size = (2 if tm.max_length > 255 else 1) if t in _STRINGS else int(tm.length_size)
         length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
         lines = [f"ln = {length}", f"p += {size}", f"{v} = b[p:p + ln]", "p += ln"]
-        if t == JSON:
+        if t == F.JSON:
             env["json_value"] = _json
             lines[2] = f"{v} = json_value(b[p:p + ln])"
         codec = unicode_codec(col.charset) if col.data_type in TEXT_TYPES else None
         if fast_text and codec is not None and spark_type(col, tinyint1_as_boolean) == "STRING":
             lines[2] = f"{v} = b[p:p + ln].decode({codec!r})"
             post = None
-    elif t == ENUM:
+    elif t == F.ENUM:
         env[f"m{i}"] = list(tm.enum_values)
         index = "b[p]" if tm.size == 1 else "int.from_bytes(b[p:p + 2], 'little')"
         lines = [f"{v} = m{i}[{index}]", f"p += {int(tm.size)}"]
-    elif t == SET:
+    elif t == F.SET:
         env[f"m{i}"] = _set_reader(list(tm.set_values))
         lines = [f"{v} = m{i}(int.from_bytes(b[p:p + {int(tm.size)}], 'little'))", f"p += {int(tm.size)}"]
-    elif t == BIT:
+    elif t == F.BIT:
         nbytes = (int(tm.bits) + 7) // 8
         lines = [f"{v} = int.from_bytes(b[p:p + {nbytes}], 'big') & {(1 << int(tm.bits)) - 1}", f"p += {nbytes}"]
     else:  # pragma: no cover - misfit admits only the types above
@@ -346,14 +344,14 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
     >>> from mysql_cdc.schema import ColumnInfo
     >>> schema = TableSchema(TableId("d", "t"), (ColumnInfo("id", "int", "int", False), ColumnInfo(
     ...     "name", "varchar", "varchar(20)", True, "utf8mb4", "utf8mb4_bin")), ("id",), ("id",))
-    >>> logged = [Logged(name="id", type=LONG, unsigned=False),
-    ...           Logged(name="name", type=VARCHAR, max_length=80, collation_name="utf8mb4_bin")]
+    >>> logged = [Logged(name="id", type=F.LONG, unsigned=False),
+    ...           Logged(name="name", type=F.VARCHAR, max_length=80, collation_name="utf8mb4_bin")]
     >>> images = compile_images(logged, schema)
     >>> row1 = bytes([0b00]) + (7).to_bytes(4, "little") + bytes([3]) + "hé".encode()  # no NULL; 7, 'hé'
     >>> row2 = bytes([0b10]) + (8).to_bytes(4, "little")  # name is NULL: not in the image
     >>> images(row1 + row2, 0, len(row1 + row2))
     [(7, 'hé'), (8, None)]
-    >>> compile_images([Logged(name="id", type=LONGLONG, unsigned=False)], schema) is None  # not this table's
+    >>> compile_images([Logged(name="id", type=F.LONGLONG, unsigned=False)], schema) is None  # not this table's
     True
     """
     if misfit(columns, schema) is not None:

@@ -31,148 +31,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from mysql_cdc.ddl import added_place, alter_clauses, clause_names, renamed_columns, reuses_names
 from mysql_cdc.schema import ColumnInfo, TableSchema
 
 SAME, EVOLVE, RESET = "same", "evolve", "reset"
 
-_IDENT = r"(`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
-_RENAME_COLUMN = re.compile(rf"\bRENAME\s+COLUMN\s+{_IDENT}\s+TO\s+{_IDENT}", re.IGNORECASE)
-_CHANGE_COLUMN = re.compile(rf"\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_IDENT}\s+{_IDENT}", re.IGNORECASE)
 _INT_ORDER = ("tinyint", "smallint", "mediumint", "int", "bigint")
 _TEXT_ORDER = ("tinytext", "text", "mediumtext", "longtext")
 _BLOB_ORDER = ("tinyblob", "blob", "mediumblob", "longblob")
 _TEMPORAL = ("datetime", "timestamp", "time")
-
-
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
-
-
-def renamed_columns(statements: str | Sequence[str]) -> dict[str, str]:
-    """Columns ALTER statements rename, new name to old name (over several statements: latest name to the
-    name before the first).
-
-    >>> renamed_columns("ALTER TABLE t RENAME COLUMN `a b` TO c, CHANGE COLUMN d e INT NOT NULL")
-    {'c': 'a b', 'e': 'd'}
-    >>> renamed_columns(["ALTER TABLE t RENAME COLUMN a TO b", "ALTER TABLE t RENAME COLUMN b TO c"])
-    {'c': 'a'}
-    """
-    out: dict[str, str] = {}
-    for statement in [statements] if isinstance(statements, str) else statements:
-        for m in (*_RENAME_COLUMN.finditer(statement), *_CHANGE_COLUMN.finditer(statement)):
-            old, new = _unquote(m.group(1)), _unquote(m.group(2))
-            if old != new:
-                out[new] = out.pop(old, old)
-    return {n: o for n, o in out.items() if n != o}
-
-
-def _top_level_parts(text: str) -> list[str]:
-    """``text`` split at the commas outside parentheses, quotes and backticks."""
-    parts: list[str] = []
-    cur: list[str] = []
-    depth, quote = 0, ""
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-            continue
-        cur.append(ch)
-    parts.append("".join(cur))
-    return [p.strip() for p in parts if p.strip()]
-
-
-_ALTER_HEAD = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?{_IDENT}"
-                         rf"(?:\s*\.\s*{_IDENT})?\s+(.*)$", re.IGNORECASE | re.DOTALL)
-_PLAIN_CLAUSES = (
-    re.compile(r"^(?:ADD|DROP|RENAME)\s+(?:INDEX|KEY)\b|^ADD\s+(?:UNIQUE|FULLTEXT|SPATIAL)\b|^(?:ALGORITHM|LOCK)\b",
-               re.IGNORECASE),
-    re.compile(rf"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_IDENT}$", re.IGNORECASE),
-    re.compile(rf"^RENAME\s+COLUMN\s+{_IDENT}\s+TO\s+{_IDENT}$", re.IGNORECASE),
-)
-_ADD_COLUMN = re.compile(rf"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(?!(?:INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|"
-                         rf"PRIMARY|CONSTRAINT|FOREIGN|CHECK|PARTITION)\b){_IDENT}\s+(.*)$", re.IGNORECASE | re.DOTALL)
-_FILLING = re.compile(r"\b(?:DEFAULT(?!\s+NULL\b)|NOT\s+NULL|AS|GENERATED|AUTO_INCREMENT|PRIMARY|SERIAL)\b",
-                      re.IGNORECASE)
-
-
-def clause_names(statement: str) -> tuple[list[str], list[str], list[tuple[str, str]]]:
-    """The columns an ALTER TABLE statement adds, drops, and renames (old, new: RENAME COLUMN, CHANGE), by its
-    clauses, each naming the table's columns as they were before the statement (MySQL and MariaDB resolve every
-    clause against the table before it).
-
-    >>> clause_names("ALTER TABLE t ADD COLUMN x INT, DROP y, RENAME COLUMN a TO b, CHANGE c d INT, ADD INDEX i (x)")
-    (['x'], ['y'], [('a', 'b'), ('c', 'd')])
-    """
-    m = _ALTER_HEAD.match(statement)
-    added: list[str] = []
-    dropped: list[str] = []
-    renamed: list[tuple[str, str]] = []
-    for clause in _top_level_parts(m.group(m.lastindex or 0)) if m else []:
-        add = _ADD_COLUMN.match(clause)
-        drop = re.match(rf"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(?!(?:INDEX|KEY|PRIMARY|FOREIGN|CONSTRAINT|"
-                        rf"CHECK|PARTITION)\b){_IDENT}", clause, re.IGNORECASE)
-        ren = re.match(_RENAME_COLUMN.pattern.replace("\\b", "^", 1), clause, re.IGNORECASE) or \
-            re.match(_CHANGE_COLUMN.pattern.replace("\\b", "^", 1), clause, re.IGNORECASE)
-        if add is not None:
-            added.append(_unquote(add.group(1)))
-        elif drop is not None:
-            dropped.append(_unquote(drop.group(1)))
-        elif ren is not None:
-            renamed.append((_unquote(ren.group(1)), _unquote(ren.group(2))))
-    return added, dropped, renamed
-
-
-def reuses_names(statement: str, before: Sequence[str]) -> bool:
-    """Whether one ALTER statement gives a column a name that a column had before it (a swap by RENAME, a
-    column dropped and added again under its name, renamed onto a dropped one): pairing columns by name across
-    it would pair the wrong ones.
-
-    >>> before = ["a", "b"]
-    >>> [reuses_names(q, before) for q in ("ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a",
-    ...  "ALTER TABLE t DROP a, ADD a BIGINT", "ALTER TABLE t DROP b, RENAME COLUMN a TO b",
-    ...  "ALTER TABLE t RENAME COLUMN a TO c, ADD d INT")]
-    [True, True, True, False]
-    """
-    added, dropped, renamed = clause_names(statement)
-    gone = set(dropped) | {a for a, b in renamed if a != b}
-    new = set(added) | {b for a, b in renamed if a != b}
-    return bool(new & (gone | set(before)) - {a for a, b in renamed if a == b})
-
-
-def plainly_kept(statement: str) -> bool:
-    """Whether a statement, read alone, leaves every stored value as it was: CREATE/DROP INDEX, or ALTER TABLE
-    with clauses each of which adds a nullable column without a default, drops or renames a column, or adds,
-    drops or renames an index. Used where the schema between two statements cannot be read from the server.
-
-    >>> plainly_kept("ALTER TABLE t ADD COLUMN n INT, ADD INDEX i (n), RENAME COLUMN a TO b, DROP COLUMN c")
-    True
-    >>> [plainly_kept(q) for q in ("ALTER TABLE t ADD d INT DEFAULT 7", "ALTER TABLE t MODIFY w VARCHAR(5)",
-    ...                            "ALTER TABLE t ADD n INT NULL DEFAULT NULL", "CREATE INDEX i ON t (a, b)")]
-    [False, False, True, True]
-    """
-    if re.match(r"^\s*(?:CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?|DROP\s+)INDEX\b", statement, re.IGNORECASE):
-        return True
-    m = _ALTER_HEAD.match(statement)
-    if m is None or reuses_names(statement, ()):
-        return False
-    for clause in _top_level_parts(m.group(m.lastindex or 0)):
-        if any(p.match(clause) for p in _PLAIN_CLAUSES):
-            continue
-        add = _ADD_COLUMN.match(clause)
-        if add is None or _FILLING.search(re.sub(r"'(?:[^']|'')*'", "''", add.group(add.lastindex or 0))):
-            return False
-    return True
-
-
-_ADD_PLACE = re.compile(rf"\b(?:(FIRST)|AFTER\s+{_IDENT})\s*$", re.IGNORECASE)
 
 
 def apply_plain(old: TableSchema, statement: str, now: TableSchema, renamed_after: Mapping[str, str]
@@ -190,36 +57,33 @@ def apply_plain(old: TableSchema, statement: str, now: TableSchema, renamed_afte
     >>> [(col.name, col.data_type) for col in mid.columns]
     [('id', 'int'), ('x', 'bigint'), ('y', 'int')]
     """
-    m = _ALTER_HEAD.match(statement)
-    if m is None:  # CREATE/DROP INDEX
+    clauses = alter_clauses(statement)
+    if clauses is None:  # CREATE/DROP INDEX
         return old
     cols = list(old.columns)
     later = {v: k for k, v in renamed_after.items()}  # name just after this statement -> today's name
     key, chunk = list(old.primary_key), list(old.chunk_key)
-    for clause in _top_level_parts(m.group(m.lastindex or 0)):
-        add = _ADD_COLUMN.match(clause)
-        ren = re.match(rf"^RENAME\s+COLUMN\s+{_IDENT}\s+TO\s+{_IDENT}$", clause, re.IGNORECASE)
-        drop = re.match(rf"^DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_IDENT}$", clause, re.IGNORECASE)
-        if add is not None:
-            name = _unquote(add.group(1))
+    for clause in clauses:
+        if clause.kind == "add" and clause.column is not None:
+            name = clause.column
             today = {col.name: col for col in now.columns}.get(later.get(name, name))
             if today is None or name in [x.name for x in cols]:  # gone today, or ADD IF NOT EXISTS of one there
                 return None
             col = replace(today, name=name)
-            place = _ADD_PLACE.search(add.group(2))
+            first, after = added_place(clause)
             names = [x.name for x in cols]
-            if place is not None and place.group(1):
+            if first:
                 cols.insert(0, col)
-            elif place is not None and _unquote(place.group(2)) in names:
-                cols.insert(names.index(_unquote(place.group(2))) + 1, col)
+            elif after is not None and after in names:
+                cols.insert(names.index(after) + 1, col)
             else:
                 cols.append(col)
-        elif ren is not None:
-            a, b = _unquote(ren.group(1)), _unquote(ren.group(2))
-            cols = [replace(x, name=b) if x.name == a else x for x in cols]
-            key, chunk = [b if k == a else k for k in key], [b if k == a else k for k in chunk]
-        elif drop is not None and not re.match(r"^DROP\s+(?:INDEX|KEY)\b", clause, re.IGNORECASE):
-            cols = [x for x in cols if x.name != _unquote(drop.group(1))]
+        elif clause.kind == "rename" and clause.plain:
+            a, b = clause.column, clause.new_name
+            cols = [replace(x, name=b) if x.name == a and b is not None else x for x in cols]
+            key, chunk = [b if k == a and b else k for k in key], [b if k == a and b else k for k in chunk]
+        elif clause.kind == "drop" and clause.plain:
+            cols = [x for x in cols if x.name != clause.column]
     return TableSchema(old.table, tuple(cols), tuple(key), tuple(chunk))
 
 

@@ -50,13 +50,8 @@ from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.sql import select_chunk_sql
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
-from mysql_cdc.udtf.binlog.transactions import (
-    canonical_image,
-    claimed_id,
-    gtid_window_done,
-    position_window_done,
-    read_row_changes,
-)
+from mysql_cdc.udtf.binlog.server_ids import claimed_id
+from mysql_cdc.udtf.binlog.transactions import canonical_image, gtid_window_done, position_window_done, read_row_changes
 from mysql_cdc.udtf.convert import (
     arrow_canonical,
     batch_to_rows,

@@ -13,23 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DayTimeIntervalType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
     StringType,
     StructField,
     StructType,
-    TimestampNTZType,
-    TimestampType,
 )
 
 from mysql_cdc.chunks import CHUNK_COLUMNS
@@ -40,7 +26,7 @@ from mysql_cdc.options import OPTIONS, CdcOptions
 from mysql_cdc.rowjson import encode_rows
 from mysql_cdc.rows import CHANGE_TYPES, META_COLUMNS, META_NULLABLE, RESET_OP, VALUES_COLUMN
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.types import spark_type
+from mysql_cdc.types import arrow_type, spark_data_type, spark_type
 from mysql_cdc.udtf.binlog.phase import (
     Change,
 )
@@ -48,26 +34,9 @@ from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.snapshot.reader import ChunkRead
 
 CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
-_META_ARROW = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "TIMESTAMP": pa.timestamp("us", "UTC")}
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
 SQL_OPTION_KEYS = tuple(o.key for o in OPTIONS
                         if o.key not in ("host", "port", "user", "password", "ssl_mode", "ssl_ca", "partitions"))
-
-
-_SIMPLE: dict[str, DataType] = {
-    "TINYINT": ByteType(), "SMALLINT": ShortType(), "INT": IntegerType(), "BIGINT": LongType(),
-    "FLOAT": FloatType(), "DOUBLE": DoubleType(), "BOOLEAN": BooleanType(), "STRING": StringType(),
-    "BINARY": BinaryType(), "DATE": DateType(), "TIMESTAMP": TimestampType(), "TIMESTAMP_NTZ": TimestampNTZType(),
-    "INTERVAL DAY TO SECOND": DayTimeIntervalType(DayTimeIntervalType.DAY, DayTimeIntervalType.SECOND),
-}
-
-
-def spark_data_type(ddl: str) -> DataType:
-    """The pyspark type object for a type name of :mod:`udtf.convert` (no session needed, unlike fromDDL)."""
-    if ddl.startswith("DECIMAL("):
-        p, s = ddl[8:-1].split(",")
-        return DecimalType(int(p), int(s))
-    return _SIMPLE[ddl]
 
 
 def meta_columns(opts: CdcOptions) -> tuple[tuple[str, str], ...]:
@@ -141,13 +110,13 @@ def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema)
     if len(out_schema) == batch.num_columns:
         return pa.RecordBatch.from_arrays(batch.columns, schema=out_schema)
     n = batch.num_rows
-    meta = [pa.repeat(pa.scalar(v, _META_ARROW[t]), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
+    meta = [pa.repeat(pa.scalar(v, arrow_type(t)), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
     return pa.RecordBatch.from_arrays([*batch.columns, *meta], schema=out_schema)
 
 
 def arrow_schema_of(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
     fields = list(table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
-    fields += [pa.field(m, _META_ARROW[t], m in META_NULLABLE) for m, t in meta_columns(opts)]
+    fields += [pa.field(m, arrow_type(t), m in META_NULLABLE) for m, t in meta_columns(opts)]
     return pa.schema(fields)
 
 
@@ -173,7 +142,7 @@ def _meta_arrays(changes: Sequence[Change]) -> list[Any]:
             cols[i] = pa.repeat(pa.scalar(first, pa.string()), n) if first is not None else pa.nulls(n, pa.string())
     cols[3] = pa.nulls(n, pa.string())
     cols[11] = pa.array([c.timestamp for c in changes], pa.int64()).cast(pa.timestamp("s", "UTC")).cast(
-        _META_ARROW["TIMESTAMP"])
+        arrow_type("TIMESTAMP"))
     return cols
 
 
@@ -208,7 +177,7 @@ def envelope_schema() -> StructType:
 
 
 ENVELOPE_ARROW = pa.schema([pa.field(VALUES_COLUMN, pa.string(), False)] +
-                           [pa.field(m, _META_ARROW[t], m in META_NULLABLE) for m, t in META_COLUMNS])
+                           [pa.field(m, arrow_type(t), m in META_NULLABLE) for m, t in META_COLUMNS])
 
 
 class Output:
@@ -237,7 +206,7 @@ class Output:
             return with_metadata(read, batch, self._arrow[read.chunk.table])
         texts = pa.array(encode_rows(batch), pa.string())
         n = batch.num_rows
-        meta = [pa.repeat(pa.scalar(v, _META_ARROW[t]), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
+        meta = [pa.repeat(pa.scalar(v, arrow_type(t)), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
         return pa.RecordBatch.from_arrays([texts, *meta], schema=ENVELOPE_ARROW)
 
     def change_batches(self, changes: Iterator[Change], size: int) -> Iterator[pa.RecordBatch]:

@@ -15,6 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect
+from mysql_cdc.ddl import clause_names, index_only, plainly_kept, renamed_columns, replacing_statement
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
@@ -26,17 +27,8 @@ from mysql_cdc.state.store import StateStore, history_key, pin_capture
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
 from mysql_cdc.udtf.binlog.rules import recorded_rules
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, read_from, rules_start, server_end
-from mysql_cdc.udtf.binlog.transactions import SchemaChange, index_only, replacing_statement
-from mysql_cdc.udtf.schema.evolve import (
-    EVOLVE,
-    RESET,
-    SAME,
-    apply_plain,
-    clause_names,
-    judge,
-    plainly_kept,
-    renamed_columns,
-)
+from mysql_cdc.udtf.binlog.transactions import SchemaChange
+from mysql_cdc.udtf.schema.evolve import EVOLVE, RESET, SAME, apply_plain, judge
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
 from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks

@@ -1,0 +1,157 @@
+"""What exists because of python-mysql-replication: its decoding adapted so that values come as stored, the
+row images it decodes (where no plan compiled per table map does: :mod:`.rowimage`), and the events and
+images it would decode wrongly, refused with the setting to fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mysql_cdc.errors import ServerSettingError
+from mysql_cdc.types import FieldType
+from mysql_cdc.udtf.convert import JSON_NULL, JsonOpaque, MemberIndex
+
+
+def library_image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any]:
+    """A row image from the library's row dict. The library decodes an empty SET as None, like NULL; its
+    ``none_sources`` tell them apart (every None-making branch but JSON's records why), and an empty SET
+    becomes an empty set here. A column left out of the image (a session that set binlog_row_image to
+    MINIMAL or NOBLOB) is an error: reading it as NULL would be a wrong value."""
+    values: dict[str, Any] = row[f"{prefix}values"]
+    sources = row.get(f"{prefix}none_sources") or {}
+    if not sources:
+        return values
+    missing = [k for k, why in sources.items() if why == "cols bitmap"]
+    if missing:
+        raise ServerSettingError(
+            f"a change to {where} was logged without column(s) "
+            f"{', '.join(map(repr, missing))}: the writing session set binlog_row_image to MINIMAL or NOBLOB, so "
+            "the binlog does not hold the row; keep binlog_row_image=FULL in every session (revoke the "
+            "privilege to set it) and take a new snapshot of the table")
+    empty = [k for k, why in sources.items() if why == "empty set"]
+    if not empty:
+        return values
+    return {**values, **{k: frozenset() for k in empty}}
+
+
+# the types that have a character set in FULL metadata
+_STRING_TYPES = (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING, FieldType.BLOB)
+
+
+def check_described(columns: list[Any], where: str) -> None:
+    """A table map written while binlog_row_metadata was not FULL lacks column names, ENUM/SET members and
+    character sets: its rows would decode to wrong values (an ENUM as NULL, text as UTF-8)."""
+    lacking = [i for i, c in enumerate(columns) if c.name is None
+               or (c.type == FieldType.ENUM and c.enum_values is None)
+               or (c.type == FieldType.SET and c.set_values is None)
+               or (c.type in _STRING_TYPES and c.character_set_name is None)]
+    if lacking:
+        raise ServerSettingError(
+            f"the change to {where} was logged without column metadata (column positions {lacking}): "
+            "binlog_row_metadata was not FULL when it was written; keep binlog_row_metadata=FULL and take a new "
+            "snapshot of the table")
+
+
+def refuse_partial_json(rows: list[dict[str, Any]], where: str) -> None:
+    """An update logged with binlog_row_value_options=PARTIAL_JSON carries a diff, not the new JSON value."""
+    from pymysqlreplication.json_binary import JsonDiff
+
+    for row in rows:
+        diffs = [k for k, v in row["after_values"].items() if isinstance(v, JsonDiff)]
+        if diffs:
+            raise ServerSettingError(
+                f"the update of {where} was logged as a partial JSON change of column(s) {diffs!r} "
+                "(binlog_row_value_options=PARTIAL_JSON in the writing session): the binlog does not hold the new "
+                "value. SET GLOBAL binlog_row_value_options = '', keep sessions from setting it, and take a new "
+                "snapshot of the table")
+
+
+def _stored_bytes(self: Any, size: int, _column: Any) -> bytes:
+    """The library's string reader without its decoding: the value as stored."""
+    return bytes(self.packet.read_length_coded_pascal_string(size))
+
+
+def _member_indexes(self: Any, length: int) -> list[list[MemberIndex]] | None:
+    """ENUM/SET member lists of a table map as positions (see :class:`udtf.convert.MemberIndex`)."""
+    packet = self.packet
+    read_until = packet.read_bytes + length
+    if packet.read_bytes >= read_until:
+        return None
+    out = []
+    while packet.read_bytes < read_until:
+        count = packet.read_length_coded_binary()
+        for _ in range(count):
+            packet.read_variable_length_string()
+        out.append([MemberIndex(i) for i in range(count)])
+    return out
+
+
+def _json_opaque(data: bytes) -> JsonOpaque | None:
+    """An opaque value of binary JSON (its field type, a length, the bytes) as a :class:`JsonOpaque`."""
+    from pymysqlreplication.util.bytes import decode_variable_length
+
+    if len(data) < 2:
+        return None
+    length, n = decode_variable_length(data[1:])
+    return JsonOpaque(data[0], bytes(data[1 + n:1 + n + length]))
+
+
+def adapt_library() -> None:
+    """Five changes to python-mysql-replication's decoding (process-wide; this package is its only user in
+    a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
+
+    - strings (text and binary) come as their stored bytes: the library decodes text with the Python codec
+      named like the MySQL character set, which is wrong for utf16/ucs2/utf32 (big-endian in MySQL), latin1
+      (five bytes) and others, and missing for some (it then keeps the bytes anyway, after a failed codec
+      lookup per value);
+    - ENUM and SET members come as positions: the library decodes member names as UTF-8 whatever the column's
+      character set and makes a name it cannot decode '';
+    - a value in binary JSON that JSON has no type for (DECIMAL, dates and times, binary data) comes as a
+      :class:`udtf.convert.JsonOpaque` of its type and bytes: the library made binary data lossy text and a
+      TIME a time of day;
+    - MySQL's JSON null literal comes as :data:`udtf.convert.JSON_NULL`: the library gives None, and its
+      ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
+      reason, and the reasons are kept per event, not per row).
+    """
+    from pymysqlreplication import json_binary
+    from pymysqlreplication.event import QueryEvent
+    from pymysqlreplication.exceptions import StatusVariableMismatch
+    from pymysqlreplication.packet import BinLogPacketWrapper
+    from pymysqlreplication.row_event import RowsEvent, TableMapEvent
+
+    setattr(RowsEvent, "_RowsEvent__read_string", _stored_bytes)  # noqa: B010 (a name-mangled method)
+    TableMapEvent._read_type_values = _member_indexes
+    json_binary.parse_opaque = _json_opaque
+    read_json = BinLogPacketWrapper.read_binary_json
+    if getattr(read_json, "_mysql_cdc", False):
+        return
+
+    # - a query event's status variables unknown to the library (MySQL 9.7 logs 0x12, the default utf8mb4
+    #   collation, with statement-format DML) made it raise; the block's length is in the post-header, so the
+    #   rest is skipped (only the schema and the statement are used here).
+    advance, read_var = QueryEvent._advance_to_payload, QueryEvent._read_status_vars_value_for_key
+
+    def advance_to_payload(self: Any, known: int) -> Any:
+        out = advance(self, known)
+        self._mysql_cdc_status_start = self.packet.read_bytes
+        return out
+
+    def read_status_var(self: Any, key: int) -> None:
+        try:
+            read_var(self, key)
+        except StatusVariableMismatch:
+            start = getattr(self, "_mysql_cdc_status_start", None)
+            if start is None:
+                raise
+            self.packet.advance(start + self.status_vars_length - self.packet.read_bytes)
+
+    QueryEvent._advance_to_payload = advance_to_payload
+    QueryEvent._read_status_vars_value_for_key = read_status_var
+
+    def read_binary_json(self: Any, size: int, is_partial: bool) -> Any:
+        value = read_json(self, size, is_partial)
+        return JSON_NULL if value is None and not is_partial else value
+
+    read_binary_json._mysql_cdc = True  # type: ignore[attr-defined]
+    BinLogPacketWrapper.read_binary_json = read_binary_json
+
+
