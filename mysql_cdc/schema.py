@@ -6,9 +6,19 @@ Pure data, no driver. Filled by :mod:`planner.discover` from ``information_schem
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Final, Literal
 
 from mysql_cdc.ids import TableId
+
+# What a schema history entry says of a table from a binlog point on (see mysql_cdc.state.history): a snapshot
+# described it, a DDL statement left its columns the same or changed them in place (evolve), or it leaves the
+# capture until it is snapshotted again (reset). The last three are also the verdicts of udtf.schema.evolve.
+HistoryAction = Literal["snapshot", "same", "evolve", "reset"]
+ChangeKind = Literal["same", "evolve", "reset"]  # what a DDL statement did (udtf.schema.evolve.Verdict)
+SNAPSHOT: Final = "snapshot"
+SAME: Final = "same"
+EVOLVE: Final = "evolve"
+RESET: Final = "reset"
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,15 @@ import os
 import tempfile
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mysql_cdc.chunks import Chunk, ChunkRecord, decode_key, encode_key, null_flags
 from mysql_cdc.errors import StateError
 from mysql_cdc.ids import TableId
-from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import CdcOptions
-from mysql_cdc.schema import TableSchema
+from mysql_cdc.schema import SNAPSHOT, TableSchema
+from mysql_cdc.state.history import HistoryEntry
 
 
 def tighten_umask() -> None:
@@ -90,30 +91,40 @@ def table_of_file_name(name: str) -> TableId | None:
     return TableId(urllib.parse.unquote(db), urllib.parse.unquote(table))
 
 
-def history_key(entry: dict[str, Any]) -> tuple[tuple[str, int], int, int]:
-    """The binlog order of a schema history entry (its ``at``: ``{"file": ..., "pos": ...}``); at one point a
-    snapshot comes after a statement's entry (the table was described after the statement)."""
-    return (binlog_file_key(str(entry["at"]["file"])), int(entry["at"]["pos"]),
-            int(entry.get("action") == "snapshot"))
+@dataclass(frozen=True)
+class Round:
+    """A round of a capture of many tables: the tables it snapshots and the binlog point where the stream
+    resumes after it (``resume``, a :class:`ReadFrom` dict; ``None``: round 0, the first snapshot), or the
+    tables a DDL statement takes out of the capture (``dropped``, with ``note`` saying why and where, and
+    ``end``, the binlog point just after the statement). ``schema_at``: the binlog end just before the round's
+    tables were described (a DDL after it may not show in their recorded schemas).
 
-
-def schema_at(history: Sequence[dict[str, Any]], file: str, pos: int) -> dict[str, Any] | None:
-    """The history entry in force at binlog point ``file:pos``: the last one at or before it (``None``: none
-    is). An entry's ``at`` is the end of what made it (the snapshot's start, or the DDL statement), so a row at
-    a later position was written with its schema.
-
-    >>> h = [{"at": {"file": "b.000002", "pos": 4}, "n": 0}, {"at": {"file": "b.000010", "pos": 900}, "n": 1}]
-    >>> [schema_at(h, f, p)["n"] for f, p in (("b.000002", 4), ("b.000009", 10**9), ("b.000010", 901))]
-    [0, 0, 1]
-    >>> schema_at(h, "b.000001", 120) is None
-    True
+    >>> r = Round((TableId("shop", "a"),), {"file": "b.000002", "pos": 900}, schema_at={"file": "b.000002", "pos": 4})
+    >>> Round.from_dict(r.to_dict()) == r, sorted(r.to_dict())
+    (True, ['resume', 'schema_at', 'tables'])
     """
-    out = None
-    at = (binlog_file_key(file), int(pos))
-    for e in sorted(history, key=history_key):
-        if history_key(e)[:2] <= at:
-            out = e
-    return out
+
+    tables: tuple[TableId, ...]
+    resume: dict[str, Any] | None = None
+    dropped: tuple[TableId, ...] = ()
+    note: str | None = None
+    end: dict[str, Any] | None = None
+    schema_at: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The round as kept in ``rounds/<n>.json`` (``json.dumps(..., sort_keys=True)`` of it)."""
+        data: dict[str, Any] = {"tables": [[t.database, t.table] for t in self.tables], "resume": self.resume}
+        if self.dropped:
+            data.update(dropped=[[t.database, t.table] for t in self.dropped], note=self.note, end=self.end)
+        if self.schema_at is not None:
+            data["schema_at"] = self.schema_at
+        return data
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Round:
+        return cls(tuple(TableId(str(db), str(t)) for db, t in d["tables"]), d.get("resume"),
+                   tuple(TableId(str(db), str(t)) for db, t in d.get("dropped", [])), d.get("note"), d.get("end"),
+                   d.get("schema_at"))
 
 
 class StateStore:
@@ -287,45 +298,36 @@ class StateStore:
         d = self._read_json(self._path("mirrors", table_file_name(table) + ".json"))
         return str(d["location"]) if isinstance(d, dict) else None
 
-    def record_round(self, index: int, tables: Sequence[TableId], resume: dict[str, Any] | None,
-                     dropped: Sequence[TableId] = (), note: str | None = None, end: dict[str, Any] | None = None,
-                     schema_at: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Keep round ``index`` of a capture of many tables (first one wins): the tables it snapshots and the
-        binlog point where the stream resumes after it (``None``: round 0, the first snapshot), or the tables
-        it takes out of the capture (``dropped``, with ``note`` saying why and where, and ``end``, the binlog
-        point just after the statement). ``schema_at``: the binlog end just before the round's tables were
-        described (a DDL after it may not show in their recorded schemas). Return the stored round."""
+    def record_round(self, index: int, rnd: Round) -> Round:
+        """Keep round ``index`` of a capture of many tables (first one wins); return the stored round."""
         path = self._path("rounds", f"{int(index)}.json")
-        data: dict[str, Any] = {"tables": [[t.database, t.table] for t in tables], "resume": resume}
-        if dropped:
-            data.update(dropped=[[t.database, t.table] for t in dropped], note=note, end=end)
-        if schema_at is not None:
-            data["schema_at"] = schema_at
-        self._write(path, json.dumps(data, sort_keys=True).encode(), first_wins=True)
+        self._write(path, json.dumps(rnd.to_dict(), sort_keys=True).encode(), first_wins=True)
         stored = self.round(index)
         assert stored is not None
         return stored
 
-    def round(self, index: int) -> dict[str, Any] | None:
-        """A recorded round: ``{"tables": [TableId, ...], "resume": dict or None, "dropped": [TableId, ...],
-        "note": str or None}``."""
+    def round(self, index: int) -> Round | None:
+        """Round ``index``, if it is recorded."""
         d = self._read_json(self._path("rounds", f"{int(index)}.json"))
-        if d is None:
-            return None
-        return {"tables": [TableId(str(db), str(t)) for db, t in d["tables"]], "resume": d.get("resume"),
-                "dropped": [TableId(str(db), str(t)) for db, t in d.get("dropped", [])], "note": d.get("note"),
-                "end": d.get("end"), "schema_at": d.get("schema_at")}
+        return None if d is None else Round.from_dict(d)
 
-    def record_history(self, table: TableId, entry: dict[str, Any]) -> None:
-        """Keep a schema history entry of ``table`` (``at``, ``action``, ``schema``, ...), replacing one at the
-        same point (a point decided again after a crash, before any row of it was delivered)."""
-        at = entry["at"]
+    def rounds(self) -> list[Round]:
+        """Every recorded round, in order (rounds are recorded one after another, from 0)."""
+        out: list[Round] = []
+        while (rnd := self.round(len(out))) is not None:
+            out.append(rnd)
+        return out
+
+    def record_history(self, table: TableId, entry: HistoryEntry) -> None:
+        """Keep a schema history entry of ``table`` (:class:`HistoryEntry`), replacing one at the same point (a
+        point decided again after a crash, before any row of it was delivered)."""
+        file, pos = entry.at
         # a statement's entry and a snapshot's at one point are both kept (a reset, then the table described)
-        name = f"{_safe(str(at['file']))}@{int(at['pos'])}{'@snapshot' if entry['action'] == 'snapshot' else ''}.json"
-        self._write(self._path("history", table_file_name(table), name), json.dumps(entry, sort_keys=True).encode(),
-                    first_wins=False)
+        name = f"{_safe(file)}@{int(pos)}{'@snapshot' if entry.action == SNAPSHOT else ''}.json"
+        self._write(self._path("history", table_file_name(table), name),
+                    json.dumps(entry.to_dict(), sort_keys=True).encode(), first_wins=False)
 
-    def history(self, table: TableId) -> list[dict[str, Any]]:
+    def history(self, table: TableId) -> list[HistoryEntry]:
         """The table's schema history entries, in binlog order."""
         folder = f"history/{table_file_name(table)}"
         out = []
@@ -333,8 +335,8 @@ class StateStore:
             if n.endswith(".json") and not n.startswith("."):
                 d = self._read_json(self._path("history", table_file_name(table), n))
                 if isinstance(d, dict):
-                    out.append(d)
-        return sorted(out, key=history_key)
+                    out.append(HistoryEntry.from_dict(d))
+        return sorted(out, key=lambda e: e.key)
 
     def record_offset(self, name: str, offset: dict[str, Any]) -> None:
         """The latest committed offset of a stream (replaced atomically)."""

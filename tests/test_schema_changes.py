@@ -14,7 +14,8 @@ import mysql_cdc
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
 from mysql_cdc.options import ConnectionProfile
-from mysql_cdc.state.store import StateStore, schema_at
+from mysql_cdc.state.history import schema_at
+from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.sync.mirror import table_path
 from tests.conftest import wait_until
 from tests.helpers import profile_url
@@ -107,7 +108,7 @@ def _check(info: ServerInfo, db: str, to: str, table: str) -> None:
 
 
 def _actions(state: str, db: str, table: str) -> list[str]:
-    return [e["action"] for e in StateStore(state).history(TableId(db, table))]
+    return [e.action for e in StateStore(state).history(TableId(db, table))]
 
 
 def _sync(spark: Any, args: dict[str, Any]) -> None:
@@ -153,11 +154,13 @@ def test_every_kind_of_ddl_in_the_binlog_phase_is_followed_under_writers(
             assert "reset" not in actions and actions.count("snapshot") == 1, f"{t}: {actions}"
     # the schema history decodes each point with the columns it had: a_add before and after its ADD COLUMN
     history = StateStore(state).history(TableId(db, "a_add"))
-    evolved = next(e for e in history if e["action"] == "evolve")
-    before = schema_at(history, evolved["at"]["file"], evolved["at"]["pos"] - 1)
-    assert before is not None and [c["name"] for c in before["schema"]["columns"]] == ["id", "v", "s", "w"]
-    after = schema_at(history, evolved["at"]["file"], evolved["at"]["pos"])
-    assert after is not None and [c["name"] for c in after["schema"]["columns"]] == ["id", "v", "s", "w", "n"]
+    evolved = next(e for e in history if e.action == "evolve")
+    before = schema_at(history, evolved.at[0], evolved.at[1] - 1)
+    assert before is not None and before.schema is not None
+    assert list(before.schema.column_names) == ["id", "v", "s", "w"]
+    after = schema_at(history, *evolved.at)
+    assert after is not None and after.schema is not None
+    assert list(after.schema.column_names) == ["id", "v", "s", "w", "n"]
 
 
 @pytest.mark.parametrize("server", ["mariadb"], indirect=True)

@@ -27,14 +27,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import pyarrow as pa
 
 from mysql_cdc.ddl import added_place, alter_clauses, clause_names, renamed_columns, reuses_names
-from mysql_cdc.schema import ColumnInfo, TableSchema
-
-SAME, EVOLVE, RESET = "same", "evolve", "reset"
+from mysql_cdc.schema import EVOLVE, RESET, SAME, ChangeKind, ColumnInfo, TableSchema
 
 _INT_ORDER = ("tinyint", "smallint", "mediumint", "int", "bigint")
 _TEXT_ORDER = ("tinytext", "text", "mediumtext", "longtext")
@@ -140,7 +137,7 @@ class Verdict:
     """What a DDL statement did to a table: ``same`` (nothing a row shows), ``evolve`` (followed in place;
     ``renamed``: new column name to old), or ``reset`` (snapshot the table again; ``why`` says what forced it)."""
 
-    kind: str
+    kind: ChangeKind
     why: str = ""
     renamed: Mapping[str, str] = field(default_factory=dict)
 
@@ -231,22 +228,3 @@ def evolve_rows(rows: pa.Table, want: pa.Schema, renamed: Mapping[str, str]) -> 
         else:
             cols.append(pa.nulls(rows.num_rows, f.type))
     return pa.Table.from_arrays(cols, schema=want)
-
-
-def renames_since(history: Sequence[Mapping[str, Any]], start: int) -> dict[str, str]:
-    """The columns renamed after schema history entry ``start``: latest name to the name at ``start`` (each
-    later ``evolve`` entry's ``renamed``, new name to old, composed in order).
-
-    >>> h = [{"action": "snapshot", "renamed": {}}, {"action": "evolve", "renamed": {"c": "b"}},
-    ...      {"action": "same", "renamed": {}}, {"action": "evolve", "renamed": {"d": "c"}}]
-    >>> renames_since(h, 0), renames_since(h, 1), renames_since(h, 3)
-    ({'d': 'b'}, {'d': 'c'}, {})
-    """
-    now: dict[str, str] = {}  # a renamed column's latest name -> its name at start
-    for e in history[start + 1:]:
-        if e["action"] != "evolve":
-            continue
-        for new, old in (e.get("renamed") or {}).items():
-            now[new] = now.pop(old, old)
-    return {n: src for n, src in now.items() if n != src}
-

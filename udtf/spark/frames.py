@@ -36,9 +36,10 @@ from mysql_cdc.rows import (
     VALUES_COLUMN,
 )
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore, capture_options, history_key
+from mysql_cdc.state.history import HistoryEntry, renames_since
+from mysql_cdc.state.store import StateStore, capture_options
 from mysql_cdc.udtf.convert import table_arrow_schema
-from mysql_cdc.udtf.schema.evolve import evolve_rows, renames_since
+from mysql_cdc.udtf.schema.evolve import evolve_rows
 from mysql_cdc.udtf.spark.output import arrow_schema_of, output_schema
 
 
@@ -52,13 +53,12 @@ class Version:
     renamed: dict[str, str]
 
 
-def versions_of(history: list[dict[str, Any]], opts: CdcOptions) -> list[Version]:
+def versions_of(history: list[HistoryEntry], opts: CdcOptions) -> list[Version]:
     """The table's schema versions: its history entries with a schema (a snapshot, an ALTER followed)."""
     out = []
     for i, e in enumerate(history):
-        if e.get("schema") is not None:
-            cols = TableSchema.from_dict(e["schema"]).columns
-            out.append(Version(history_key(e)[:2], table_arrow_schema(cols, opts.tinyint1_as_boolean),
+        if e.schema is not None:
+            out.append(Version(e.key[:2], table_arrow_schema(e.schema.columns, opts.tinyint1_as_boolean),
                                renames_since(history, i)))
     return out
 

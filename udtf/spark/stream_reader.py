@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -15,59 +15,35 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect
-from mysql_cdc.ddl import clause_names, index_only, plainly_kept, renamed_columns, replacing_statement
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions, ConnectionProfile
 from mysql_cdc.planner.discover import table_matches
 from mysql_cdc.planner.plan import check_server_id_claims, describe_now, describe_tables, split_schemas
-from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.store import StateStore, history_key, pin_capture
+from mysql_cdc.schema import RESET, TableSchema
+from mysql_cdc.state.store import Round, StateStore, pin_capture
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
 from mysql_cdc.udtf.binlog.rules import recorded_rules
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, read_from, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import SchemaChange
-from mysql_cdc.udtf.schema.evolve import EVOLVE, RESET, SAME, apply_plain, judge
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
 from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.follow import SchemaFollower
 from mysql_cdc.udtf.spark.output import Output, changes_need_metadata, output_schema, reset_batch
+from mysql_cdc.udtf.spark.stream_offsets import (
+    BinlogPartition,
+    BinlogStreamOffset,
+    ResetPartition,
+    SnapshotOffset,
+    parse_stream_offset,
+)
 
 log = logging.getLogger("mysql_cdc")
 
 
 SPLIT_MIN_BYTES = 1 << 20  # parallel catch-up: no part of a micro-batch's binlog range is shorter
-
-
-@dataclass(frozen=True)
-class BinlogPartition(InputPartition):
-    """One Spark partition reading the binlog of ``tables`` (``[db, table]`` pairs) from ``start`` up to
-    ``end``; ``initial``: some chunk may hold a change of the range (the emit rule applies), else every change
-    of the tables is emitted."""
-
-    start: dict[str, Any]
-    end: dict[str, Any]
-    initial: bool
-    tables: tuple[tuple[str, str], ...] = ()
-    followed: bool = False  # the driver followed every DDL of the range (option schema_changes follow)
-
-
-@dataclass(frozen=True)
-class ResetPartition(InputPartition):
-    """The rows saying that tables left the capture at ``at`` (dropped, or reset to be snapshotted again):
-    one ``T`` row per table (see :func:`udtf.spark.output.reset_batch`); nothing is read."""
-
-    tables: tuple[tuple[str, str], ...]
-    at: dict[str, Any]
-
-
-def _phase_of(offset: dict[str, Any]) -> str:
-    phase = offset.get("phase")
-    if phase not in ("snapshot", "binlog") or offset.get("v") != 1:
-        raise StateError(f"offset {offset!r} was not written by this version of mysql_cdc; start the query "
-                         "with a new checkpoint")
-    return str(phase)
 
 
 class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -81,8 +57,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     change of it is lost or doubled. Rounds are recorded in ``state_dir`` (``rounds/<n>.json``); a binlog
     offset says how many rounds are done, so a re-run batch reads the same tables.
 
-    Offsets: ``{"phase": "snapshot", "chunk": k, "chunks": n[, "round": r, "resume": {...}]}`` and
-    ``{"phase": "binlog", "file": f, "pos": p[, "gtids": ...][, "rounds": r]}``."""
+    Offsets: :class:`SnapshotOffset` and :class:`BinlogStreamOffset` (:mod:`.stream_offsets`). Schema changes
+    are followed by a :class:`SchemaFollower` (:mod:`.follow`)."""
 
     def __init__(self, profile: ConnectionProfile, opts: CdcOptions, parallelism: int = 1) -> None:
         if not opts.state_dir:
@@ -102,14 +78,16 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             first = self.store.round(0) is None
             at = self._binlog_now() if first and opts.follows_ddl else None
             self.facts, now = describe_tables(profile, opts, allow_none=not first)
-            self.store.record_round(0, sorted((s.table for s in now), key=str), None, schema_at=at)
+            self.store.record_round(0, Round(tuple(sorted((s.table for s in now), key=str)), schema_at=at))
             current = {s.table: s for s in now}
+            self.follower = SchemaFollower(profile, self.facts, opts, self.store)
             self.schemas = {t: pinned_schema(opts, current[t]) if t in current else self._recorded_schema(t)
                             for t in self._recorded_tables()}
             if opts.follows_ddl:
-                self._ensure_history()
+                self.follower.ensure_history(self.store.rounds())
         else:
             self.facts, self.schemas = planned_tables(profile, opts)
+            self.follower = SchemaFollower(profile, self.facts, opts, self.store)
         # the name its committed offset is kept under (mysql-cdc status)
         self.name = str(next(iter(self.schemas))) if not self.many else f"tables {opts.tables}"
         self._look_for_tables = self.many  # at the start, and after a DDL statement named a table that matches
@@ -129,55 +107,23 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise StateError("the server lists no binary logs: enable log_bin")
         return {"file": logs[-1][0], "pos": logs[-1][1]}
 
-    def _history(self, table: TableId, at: dict[str, Any], action: str, schema: TableSchema | None = None,
-                 statement: str = "", why: str = "", renamed: dict[str, str] | None = None) -> None:
-        """A schema history entry: from ``at`` on, the table is decoded with ``schema`` (``snapshot``,
-        ``evolve``), unchanged (``same``), or out of the capture until it is snapshotted again (``reset``)."""
-        self.store.record_history(table, {
-            "at": {"file": at["file"], "pos": int(at["pos"])}, "action": action, "statement": statement[:2000],
-            "why": why, "renamed": renamed or {}, "schema": None if schema is None else schema.to_dict()})
-
-    def _ensure_history(self) -> None:
-        """Every table of a recorded round has the round's snapshot entry in its schema history: written after
-        the round, so a crash in between, or a state_dir from before schema histories (its entry then sits
-        before every binlog point), would leave it out."""
-        latest: dict[TableId, Any] = {}
-        i = 0
-        while (rec := self.store.round(i)) is not None:
-            for t in rec["tables"]:
-                latest[t] = rec.get("schema_at")
-            i += 1
-        for t, at in latest.items():
-            history = self.store.history(t)
-            if any(e["action"] == "snapshot" and (at is None or e["at"] == at) for e in history):
-                continue
-            schema = self.store.schema(t)
-            if schema is not None and (at is not None or not history):
-                self._history(t, at or {"file": "", "pos": 0}, "snapshot", schema=schema)
-
     def _recorded_tables(self) -> list[TableId]:
-        out: list[TableId] = []
-        i = 0
-        while (rec := self.store.round(i)) is not None:
-            out += rec["tables"]
-            i += 1
-        return out
+        return [t for rnd in self.store.rounds() for t in rnd.tables]
 
     def _recorded_schema(self, table: TableId) -> TableSchema:
-        schema = self.store.schema(table)
-        if schema is None:
-            raise StateError(f"the schema of {str(table)!r} is missing under {self.store.location!r}; the state_dir "
-                             "must stay with the checkpoint")
-        return schema
+        return self.follower.recorded_schema(table)
+
+    def _round(self, index: int) -> Round:
+        rnd = self.store.round(index)
+        if rnd is None:
+            raise StateError(f"round {index} is missing under {self.store.location!r}; the state_dir must stay with "
+                             "the checkpoint")
+        return rnd
 
     def _round_tables(self, index: int) -> list[TableId]:
         if not self.many:
             return sorted(self.schemas, key=str)
-        rec = self.store.round(index)
-        if rec is None:
-            raise StateError(f"snapshot round {index} is missing under {self.store.location!r}; the state_dir must "
-                             "stay with the checkpoint")
-        return sorted(rec["tables"], key=str)
+        return sorted(self._round(index).tables, key=str)
 
     def _captured(self, rounds: int) -> list[TableId]:
         """The tables captured after rounds ``0 .. rounds-1``: those they added, less those they dropped."""
@@ -185,11 +131,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return sorted(self.schemas, key=str)
         out: set[TableId] = set()
         for i in range(rounds):
-            rec = self.store.round(i)
-            if rec is None:
-                raise StateError(f"round {i} is missing under {self.store.location!r}; the state_dir must stay "
-                                 "with the checkpoint")
-            out = (out | set(rec["tables"])) - set(rec["dropped"])
+            rnd = self._round(i)
+            out = (out | set(rnd.tables)) - set(rnd.dropped)
         return sorted(out, key=str)
 
     def _schemas_of(self, tables: list[TableId]) -> dict[TableId, TableSchema]:
@@ -216,12 +159,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _added_in(self) -> dict[TableId, int]:
         """The round that last added each table (a table dropped and created again: its later round)."""
         out: dict[TableId, int] = {}
-        i = 0
-        while self.many and (rec := self.store.round(i)) is not None:
-            for t in rec["dropped"]:
+        for i, rnd in enumerate(self.store.rounds() if self.many else []):
+            for t in rnd.dropped:
                 out.pop(t, None)
-            out.update((t, i) for t in rec["tables"])
-            i += 1
+            out.update((t, i) for t in rnd.tables)
         return out
 
     def _rules(self, tables: list[TableId]) -> dict[TableId, Any]:
@@ -237,13 +178,13 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._rules_done[rounds] = self._rules(self._captured(rounds))
         return self._rules_done[rounds]
 
-    def _recorded_round(self, index: int, begin: ReadFrom) -> dict[str, Any] | None:
+    def _recorded_round(self, index: int, begin: ReadFrom) -> Round | None:
         """Round ``index`` if it is recorded (planned from ``begin`` before a crash, so taken again)."""
-        rec = self.store.round(index)
-        if rec is not None and rec["resume"] != begin.to_dict():
-            raise StateError(f"round {index} under {self.store.location!r} starts at {rec['resume']!r}, not at "
+        rnd = self.store.round(index)
+        if rnd is not None and rnd.resume != begin.to_dict():
+            raise StateError(f"round {index} under {self.store.location!r} starts at {rnd.resume!r}, not at "
                              f"{begin.to_dict()!r}: the state_dir belongs to another checkpoint")
-        return rec
+        return rnd
 
     def _new_round(self, index: int, begin: ReadFrom) -> list[TableId] | None:
         """Tables that match now and are not captured yet, recorded as snapshot round ``index`` resuming the
@@ -263,12 +204,12 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.schemas[s.table] = self.store.record_schema(s, replace=True)
         log.warning("mysql_cdc: %d table(s) start to be captured at %s: %s; they are snapshotted first (round %d)",
                     len(new), begin.to_dict(), ", ".join(map(str, new)), index)
-        rec = self.store.record_round(index, new, begin.to_dict(), schema_at=at)
+        rnd = self.store.record_round(index, Round(tuple(new), begin.to_dict(), schema_at=at))
         if at is not None:
-            self._ensure_history()
-        return list(rec["tables"])
+            self.follower.ensure_history(self.store.rounds())
+        return list(rnd.tables)
 
-    def _retire(self, index: int, tables: list[TableId]) -> None:
+    def _retire(self, index: int, tables: tuple[TableId, ...]) -> None:
         """Dropped tables' plans and chunk records move aside: no batch reads them again (the batch before the
         DROP is committed when the DROP's batch is planned), and a table created later under the name starts
         afresh."""
@@ -284,12 +225,11 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- offsets (driver) --
     def initialOffset(self) -> dict[str, Any]:
-        extra = {"round": 0} if self.many else {}
         if self.opts.reads_snapshot:
-            return {"v": 1, "phase": "snapshot", "chunk": 0, "chunks": len(self._chunks(0, plan_missing=True)),
-                    **extra}
+            n = len(self._chunks(0, plan_missing=True))
+            return SnapshotOffset(0, n, 0 if self.many else None).to_dict()
         start = read_from(self.profile, self.facts, self.opts, None)
-        return {"v": 1, "phase": "binlog", **start.to_dict(), **({"rounds": 1} if self.many else {})}
+        return BinlogStreamOffset(start, 1 if self.many else None).to_dict()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = server_end(self.profile, self.facts)
@@ -303,22 +243,22 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return min(n, k + (self.opts.max_chunks_per_batch or n))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        if _phase_of(start) == "snapshot":
-            k, n = int(start["chunk"]), int(start["chunks"])
-            if k < n:
-                return {**start, "chunk": self._step(k, n)}
-            index = int(start.get("round", 0))
-            if self.opts.startup == "snapshot" and index == 0:
+        at = parse_stream_offset(start)
+        if isinstance(at, SnapshotOffset):
+            if at.chunk < at.chunks:
+                return replace(at, chunk=self._step(at.chunk, at.chunks)).to_dict()
+            if self.opts.startup == "snapshot" and at.index == 0:
                 return start
-            rounds = index + 1
-            rules = self._rules(self._round_tables(index))
-            begin = ReadFrom.from_dict(start["resume"]) if start.get("resume") else rules_start(rules)
+            rounds = at.index + 1
+            rules = self._rules(self._round_tables(at.index))
+            begin = at.resume if at.resume is not None else rules_start(rules)
             if self.many and self.opts.follows_ddl:
-                rec = self._recorded_round(rounds, begin)
-                if rec is not None and rec["dropped"]:  # decided before a crash: the same batch again
-                    self._retire(rounds, rec["dropped"])
-                    return self._binlog_offset(rec["end"], begin, rounds + 1)
-                changed = self._changed_in_snapshot(index, begin)
+                rnd = self._recorded_round(rounds, begin)
+                if rnd is not None and rnd.dropped:  # decided before a crash: the same batch again
+                    self._retire(rounds, rnd.dropped)
+                    return self._binlog_offset(rnd.end or {}, begin, rounds + 1)
+                changed = self.follower.changed_in_snapshot(
+                    self._round(at.index), self._schemas_of(self._round_tables(at.index)), begin)
                 if changed:
                     return self._reset(rounds, begin, begin.to_dict(), changed)
             highs = [h for rule in rules.values() for h in rule.highs]
@@ -328,17 +268,15 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if highest.position_key() > self._target.position_key():
                     self._target = BinlogOffset(highest.file, highest.pos)
         else:
-            begin = ReadFrom.from_dict(start)
-            rounds = int(start.get("rounds", 1))
-            rec = self._recorded_round(rounds, begin) if self.many else None
-            if rec is not None and rec["dropped"]:  # a DROP planned before a crash: the same batch again
-                self._retire(rounds, rec["dropped"])
-                return self._binlog_offset(rec["end"], begin, rounds + 1)
-            new = (rec["tables"] if rec is not None else self._new_round(rounds, begin)) if self.many else None
+            begin, rounds = at.read_from, at.done
+            rnd = self._recorded_round(rounds, begin) if self.many else None
+            if rnd is not None and rnd.dropped:  # a DROP planned before a crash: the same batch again
+                self._retire(rounds, rnd.dropped)
+                return self._binlog_offset(rnd.end or {}, begin, rounds + 1)
+            new = (list(rnd.tables) if rnd is not None else self._new_round(rounds, begin)) if self.many else None
             if new:
                 n = len(self._chunks(rounds, plan_missing=True))
-                return {"v": 1, "phase": "snapshot", "chunk": self._step(0, n), "chunks": n, "round": rounds,
-                        "resume": begin.to_dict()}
+                return SnapshotOffset(self._step(0, n), n, rounds, begin).to_dict()
         end = self._target or server_end(self.profile, self.facts)
         if end.position_key() > begin.offset.position_key() or begin.auto_position:
             # the batch ends before a DDL of a captured table (a DDL at its start stops the stream here), just
@@ -353,20 +291,20 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._planned = (json.dumps(begin.to_dict(), sort_keys=True), (end.file, end.pos), phase.seen)
             self._look_for_tables = self._look_for_tables or phase.new_table_seen
             if phase.dropped:  # the batch is a DDL statement of captured tables alone
-                at = {"file": end.file, "pos": end.pos}
+                point = {"file": end.file, "pos": end.pos}
                 if not follow:  # a DROP TABLE (stop mode stops at other DDL): the tables leave the capture
                     first = phase.dropped[0]
                     note = f"dropped at {first.file}:{first.pos} by {first.statement[:200]!r}"
-                    return self._reset(rounds, begin, at, {ch.table: note for ch in phase.dropped}, again=False)
-                resets = self._follow(phase.dropped, at, self._rules_of(rounds))
+                    return self._reset(rounds, begin, point, {ch.table: note for ch in phase.dropped}, again=False)
+                resets = self.follower.follow(phase.dropped, point, self._rules_of(rounds))
                 if resets and self.many:
-                    return self._reset(rounds, begin, at, resets)
+                    return self._reset(rounds, begin, point, resets)
                 self._rules_done.clear()  # built with the former schemas
                 if not self.many:
                     self._restart_if_changed(phase.dropped[0], resets)
-                return self._binlog_offset(at, begin, rounds)
+                return self._binlog_offset(point, begin, rounds)
         if end.position_key() <= begin.offset.position_key() and not begin.auto_position:
-            if _phase_of(start) == "snapshot":  # nothing written since the chunks: still, the snapshot is over
+            if isinstance(at, SnapshotOffset):  # nothing written since the chunks: still, the snapshot is over
                 end = begin.offset
             else:
                 return start
@@ -385,113 +323,11 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     at["pos"], ", to be snapshotted again" if again else "", note)
         if again:  # before the round: a crash between the two leaves a history entry the round replays over
             for t in gone:
-                self._history(t, at, "reset", why=why[t])
+                self.follower.record(t, at, RESET, why=why[t])
             self._look_for_tables = True
-        self.store.record_round(rounds, [], begin.to_dict(), dropped=gone, note=note[:4000], end=at)
-        rec = self.store.round(rounds)
-        assert rec is not None
-        self._retire(rounds, rec["dropped"])
-        return self._binlog_offset(rec["end"], begin, rounds + 1)
-
-    def _changed_in_snapshot(self, index: int, begin: ReadFrom) -> dict[TableId, str]:
-        """Tables of round ``index`` that a DDL statement changed after their schemas were recorded and before
-        ``begin``, where the binlog phase starts (their chunks may hold rows of either shape): each is
-        snapshotted again."""
-        rec = self.store.round(index)
-        at = rec.get("schema_at") if rec is not None else None
-        if not at:
-            return {}
-        since = BinlogOffset(str(at["file"]), int(at["pos"]))
-        if since.position_key() >= begin.offset.position_key():
-            return {}
-        tables = self._round_tables(index)
-        phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(tables), {})
-        out: dict[TableId, str] = {}
-        for ch in phase.statements(ReadFrom(since), begin.offset):
-            if index_only(ch.statement):
-                continue
-            out.setdefault(ch.table, f"changed at {ch.file}:{ch.pos} by {ch.statement[:200]!r} while its snapshot "
-                                     "was read")
-        return out
-
-    def _follow(self, changes: list[SchemaChange], at: dict[str, Any], rules: dict[TableId, Any]
-                ) -> dict[TableId, str]:
-        """Follow one DDL statement on captured tables (the batch is the statement alone, ``at`` its end). A
-        table whose columns changed so that no stored value did (:func:`udtf.schema.evolve.judge`) goes on with its new
-        schema, recorded here before any of its later rows is read; the others are returned, with why, to be
-        snapshotted again: a statement that drops, empties, renames or replaces them, one that came while their
-        chunks were read, one whose new schema cannot be known (a later DDL already changed the table again), and
-        one that rewrote stored values."""
-        resets: dict[TableId, str] = {}
-        first = changes[0]
-        statement = first.statement
-        where = f"at {first.file}:{first.pos} by {statement[:200]!r}"
-        point = BinlogOffset(str(at["file"]), int(at["pos"]))
-        for ch in changes:
-            t = ch.table
-            if t in resets:
-                continue
-            kind = replacing_statement(statement, ch.database)
-            rule = rules.get(t)
-            if index_only(statement):  # no column, no stored value changes (also while chunks are read)
-                self._history(t, at, SAME, statement=statement)
-                continue
-            if kind is not None:
-                resets[t] = f"{kind} {where}"
-                continue
-            history = self.store.history(t)
-            prior = [e for e in history if e["at"] == at and e["action"] in (EVOLVE, SAME)]
-            if prior:  # decided before (a restart, or a crash before the batch was planned): kept
-                if prior[-1]["action"] == EVOLVE:  # written again: a crash may have come before it was
-                    self.store.record_schema(TableSchema.from_dict(prior[-1]["schema"]), replace=True)
-                continue
-            snapshot = [e for e in history if e["action"] == "snapshot"]
-            if snapshot and history_key(snapshot[-1]) >= history_key({"at": at}):
-                continue  # the statement ran before the table's last snapshot described it: its schema has it
-            if rule is not None and rule.decided(point, ch.gtid) is not True:
-                resets[t] = f"changed {where} while its snapshot chunks were read"
-                continue
-            old = self._recorded_schema(t)
-            now = describe_now(self.profile, self.opts, t)
-            if now is None:
-                resets[t] = f"gone after the statement {where}"
-                continue
-            new, nulls = now
-            # the schema read now is the statement's only if no later statement changed the table since
-            alone = BinlogPhase(self.profile, self.facts, self.opts, {t: old}, {})
-            later = [c for c in alone.statements(ReadFrom(point), server_end(self.profile, self.facts))
-                     if not index_only(c.statement)]
-            if later:
-                # today's columns are a later statement's: when every statement from here on leaves stored values
-                # alone, the columns just after this one are this statement applied to the recorded ones (an
-                # added column defined as today, under its later name), checked against the binlog's own column
-                # names of the rows written before the next statement
-                chain = [statement, *(c.statement for c in later)]
-                renamed_after = renamed_columns(chain[1:])  # today's name -> the name just after this statement
-                added = set(clause_names(statement)[0])
-                touched_later = {n for q in chain[1:] for names in clause_names(q)[:2] for n in names}
-                mid = apply_plain(old, statement, new, renamed_after) \
-                    if all(plainly_kept(q) for q in chain) and not added & touched_later else None
-                written = None if mid is None else alone.row_columns(
-                    ReadFrom(point), BinlogOffset(later[0].file, later[0].pos))
-                if mid is None or (written is not None and written != list(mid.column_names)):
-                    resets[t] = (f"changed {where}, and again at {later[0].file}:{later[0].pos} before the stream "
-                                 "came to it, so its columns in between are not known")
-                    continue
-                today = {v: k for k, v in renamed_after.items()}  # the name just after this statement -> today's
-                new, nulls = mid, {c.name: nulls.get(today.get(c.name, c.name), False) for c in mid.columns}
-            verdict = judge(old, new, statement, nulls)
-            if verdict.kind == RESET:
-                resets[t] = f"{verdict.why} ({where})"
-                continue
-            # the history first: a crash between the two writes finds the decision, and writes the schema again
-            self._history(t, at, verdict.kind, schema=new if verdict.kind == EVOLVE else None,
-                          statement=statement, renamed=dict(verdict.renamed))
-            if verdict.kind == EVOLVE:
-                self.store.record_schema(new, replace=True)
-                log.warning("mysql_cdc: %s changed %s: followed, its rows go on with columns %s", t, where,
-                            list(new.column_names))
-        return resets
+        rnd = self.store.record_round(rounds, Round((), begin.to_dict(), tuple(gone), note[:4000], at))
+        self._retire(rounds, rnd.dropped)
+        return self._binlog_offset(rnd.end or {}, begin, rounds + 1)
 
     def _restart_if_changed(self, ch: SchemaChange, resets: dict[TableId, str]) -> None:
         """A single table's stream (option table) after a DDL statement it followed: it goes on when its output
@@ -515,44 +351,40 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schemas[t] = new
 
     def _binlog_offset(self, at: dict[str, Any], begin: ReadFrom, rounds: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"v": 1, "phase": "binlog", "file": at["file"], "pos": int(at["pos"])}
-        if at.get("gtids") is not None:  # a reset at a GTID start: the next batch starts there too
-            out["gtids"] = at["gtids"]
-        if begin.skip_before is not None:
-            out["skip_before"] = begin.skip_before
-        if self.many:
-            out["rounds"] = rounds
-        return out
+        """The offset of a batch that ends at ``at`` (a GTID set in it: a reset at a GTID start, where the next
+        batch starts too)."""
+        gtids = at.get("gtids")
+        end = ReadFrom(BinlogOffset(str(at["file"]), int(at["pos"]), gtids, "gtid" if gtids is not None else
+                                    "position"), gtids is not None, begin.skip_before)
+        return BinlogStreamOffset(end, rounds if self.many else None).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        if _phase_of(end) == "snapshot":
-            index = int(end.get("round", 0))
-            same = _phase_of(start) == "snapshot" and int(start.get("round", 0)) == index
-            todo = self._chunks(index)[int(start["chunk"]) if same else 0:int(end["chunk"])]
+        first, last = parse_stream_offset(start), parse_stream_offset(end)
+        if isinstance(last, SnapshotOffset):
+            same = isinstance(first, SnapshotOffset) and first.index == last.index
+            todo = self._chunks(last.index)[first.chunk if isinstance(first, SnapshotOffset) and same else 0:last.chunk]
             return list(spread_chunks(todo, self.opts.partitions, self.parallelism))
         if start == end:
             return []
-        done = int(start.get("round", 0)) + 1 if _phase_of(start) == "snapshot" else int(start.get("rounds", 1))
-        if self.many and int(end.get("rounds", done)) > done:
+        done = first.index + 1 if isinstance(first, SnapshotOffset) else first.done
+        if self.many and (last.rounds if last.rounds is not None else done) > done:
             # a DDL statement alone that took tables out of the capture: their T rows, no read (and their chunk
             # records are moved aside)
-            rec = self.store.round(done)
-            if rec is None or not rec["dropped"]:
+            rnd = self.store.round(done)
+            if rnd is None or not rnd.dropped:
                 return []
-            return [ResetPartition(tuple((t.database, t.table) for t in rec["dropped"]), dict(rec["end"]))]
-        if _phase_of(start) == "snapshot":
-            index = int(start.get("round", 0))
-            rounds = index + 1
-            begin = (ReadFrom.from_dict(start["resume"]) if start.get("resume")
-                     else rules_start(self._rules(self._round_tables(index))))
-            initial = (self.opts.startup == "initial" or index > 0) and self._needs_rules(begin, rounds)
+            return [ResetPartition(tuple((t.database, t.table) for t in rnd.dropped), dict(rnd.end or {}))]
+        if isinstance(first, SnapshotOffset):
+            rounds = first.index + 1
+            begin = first.resume if first.resume is not None else rules_start(self._rules(self._round_tables(
+                first.index)))
+            initial = (self.opts.startup == "initial" or first.index > 0) and self._needs_rules(begin, rounds)
         else:
-            begin = ReadFrom.from_dict(start)
-            rounds = int(start.get("rounds", 1))
+            begin, rounds = first.read_from, first.done
             initial = (self.opts.startup == "initial" or rounds > 1) and self._needs_rules(begin, rounds)
         captured = self._captured(rounds)
         tables = tuple((t.database, t.table) for t in captured)
-        stop = BinlogOffset(str(end["file"]), int(end["pos"]))
+        stop = last.read_from.offset
         cuts: list[BinlogOffset] = []
         if self.opts.binlog_partitions > 1:  # parallel catch-up: the range cut at transaction boundaries
             phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), {})
@@ -560,9 +392,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             known = planned[2] if planned is not None and planned[:2] == (
                 json.dumps(begin.to_dict(), sort_keys=True), (stop.file, stop.pos)) else None
             cuts = phase.cut_points(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES, known)
-        starts = [begin.to_dict(), *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before).to_dict()
-                                     for c in cuts)]
-        ends = [{"file": c.file, "pos": c.pos} for c in cuts] + [{"file": stop.file, "pos": stop.pos}]
+        starts = [begin, *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before) for c in cuts)]
+        ends = [BinlogOffset(c.file, c.pos) for c in cuts] + [BinlogOffset(stop.file, stop.pos)]
         return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow")
                 for a, b in zip(starts, ends)]
 
@@ -599,8 +430,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         rules = self._rules(tables) if partition.initial else {}
         phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {t: rules.get(t) for t in tables},
                             followed=partition.followed)
-        end = BinlogOffset(str(partition.end["file"]), int(partition.end["pos"]))
-        yield from Output(schemas, self.opts).change_batches(phase.changes(ReadFrom.from_dict(partition.start), end),
+        yield from Output(schemas, self.opts).change_batches(phase.changes(partition.start, partition.end),
                                                              self.opts.fetch_size)
 
     def _changed_chunk(self, chunk: Chunk, error: BaseException) -> ChunkRead:

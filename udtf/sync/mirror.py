@@ -22,10 +22,11 @@ from mysql_cdc.options import CdcOptions
 from mysql_cdc.rows import (
     META_COLUMNS,
 )
-from mysql_cdc.schema import TableSchema
+from mysql_cdc.schema import EVOLVE, RESET, SNAPSHOT, TableSchema
+from mysql_cdc.state.history import HistoryEntry, renames_since
 from mysql_cdc.state.store import StateStore, make_dirs, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
-from mysql_cdc.udtf.schema.evolve import evolve_rows, renames_since
+from mysql_cdc.udtf.schema.evolve import evolve_rows
 from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images
 from mysql_cdc.udtf.sync.target import local_path, writable
 
@@ -215,7 +216,7 @@ class DeltaMirror:
         data: Any = want.empty_table()
         if count:
             history = StateStore(self.state_dir).history(schema.table)
-            renamed = mirror_renames(history, have, lambda d: delta_schema(TableSchema.from_dict(d), self.opts))
+            renamed = mirror_renames(history, have, lambda s: delta_schema(s, self.opts))
             if renamed is None:
                 del self._schemas[schema.table]
                 raise TableError(f"the Delta table {p!r} of {str(schema.table)!r} has columns "
@@ -283,28 +284,32 @@ class DeltaMirror:
         return True
 
 
-def mirror_renames(history: list[dict[str, Any]], have: pa.Schema, columns_of: Callable[[dict[str, Any]], pa.Schema]
+def mirror_renames(history: list[HistoryEntry], have: pa.Schema, columns_of: Callable[[TableSchema], pa.Schema]
                    ) -> dict[str, str] | None:
     """How a mirror with columns ``have`` reaches the table's latest schema: the columns renamed since, latest
     name to the name in ``have`` (``None``: no recorded schema had those columns). The start is the latest
     history entry with a schema whose mirror columns (``columns_of``) are ``have``; each later ``evolve``
     entry's renames compose with the earlier ones.
 
-    >>> h = [{"action": "snapshot", "schema": ["a", "b"], "renamed": {}},
-    ...      {"action": "evolve", "schema": ["a", "c"], "renamed": {"c": "b"}},
-    ...      {"action": "evolve", "schema": ["a", "d"], "renamed": {"d": "c"}}]
-    >>> cols = lambda d: pa.schema([(n, pa.int32()) for n in d])
-    >>> mirror_renames(h, cols(["a", "b"]), cols), mirror_renames(h, cols(["a", "c"]), cols)
+    >>> from mysql_cdc.ids import TableId
+    >>> from mysql_cdc.schema import ColumnInfo
+    >>> t = lambda *names: TableSchema(TableId("d", "t"), tuple(ColumnInfo(n, "int", "int", True) for n in names), (),
+    ...                                ())
+    >>> h = [HistoryEntry(("b.1", 4), "snapshot", t("a", "b")),
+    ...      HistoryEntry(("b.1", 9), "evolve", t("a", "c"), {"c": "b"}),
+    ...      HistoryEntry(("b.1", 12), "evolve", t("a", "d"), {"d": "c"})]
+    >>> cols = lambda s: pa.schema([(n, pa.int32()) for n in s.column_names])
+    >>> mirror_renames(h, cols(t("a", "b")), cols), mirror_renames(h, cols(t("a", "c")), cols)
     ({'d': 'b'}, {'d': 'c'})
-    >>> mirror_renames(h, cols(["x"]), cols) is None
+    >>> mirror_renames(h, cols(t("x")), cols) is None
     True
     """
     start = None
     for i, e in enumerate(history):
-        if e.get("schema") is not None and e["action"] in ("snapshot", "evolve"):
-            mine = columns_of(e["schema"])
+        if e.schema is not None and e.action in (SNAPSHOT, EVOLVE):
+            mine = columns_of(e.schema)
             if [(f.name, f.type) for f in mine] == [(f.name, f.type) for f in have]:
                 start = i
-    if start is None or any(e["action"] == "reset" for e in history[start + 1:]):
+    if start is None or any(e.action == RESET for e in history[start + 1:]):
         return None
     return renames_since(history, start)
