@@ -75,8 +75,9 @@ def raw_loop(info: ServerInfo, rng: Range) -> int:
 def core(info: ServerInfo, rng: Range, decoder: str) -> Callable[[], int]:
     """The core read of the range, set up (schema described) and ready to run."""
     from mysql_cdc.offsets import BinlogOffset
-    from mysql_cdc.options import ConnectionProfile, parse_options
+    from mysql_cdc.options import parse_options
     from mysql_cdc.planner.plan import describe_table
+    from mysql_cdc.profiles import ConnectionProfile
     from mysql_cdc.udtf.binlog.phase import BinlogPhase
     from mysql_cdc.udtf.binlog.startup import ReadFrom
 
@@ -118,8 +119,9 @@ def in_child(target: str, info: ServerInfo, rng: Range, parts: int = 1) -> tuple
 
 def cut_range(info: ServerInfo, rng: Range, parts: int) -> list[Range]:
     from mysql_cdc.offsets import BinlogOffset
-    from mysql_cdc.options import ConnectionProfile, parse_options
+    from mysql_cdc.options import parse_options
     from mysql_cdc.planner.plan import describe_table
+    from mysql_cdc.profiles import ConnectionProfile
     from mysql_cdc.udtf.binlog.phase import BinlogPhase
     from mysql_cdc.udtf.binlog.startup import ReadFrom
     from mysql_cdc.udtf.spark.stream_reader import SPLIT_MIN_BYTES

@@ -20,7 +20,8 @@ from mysql_cdc.errors import (
     TableError,
     UnsupportedTypeError,
 )
-from mysql_cdc.options import OPTIONS, CdcOptions, ConnectionProfile, parse_options
+from mysql_cdc.options import OPTIONS, CdcOptions, parse_options
+from mysql_cdc.profiles import ConnectionProfile
 
 __all__ = [
     "OPTIONS",
@@ -62,8 +63,8 @@ def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[s
     the options of the option table (``tables`` at least).
     """
     from mysql_cdc.chunks import CHUNK_COLUMNS, chunk_row
-    from mysql_cdc.options import profile_from_url
     from mysql_cdc.planner.plan import plan_tables
+    from mysql_cdc.profiles import profile_from_url
 
     prof = profile_from_url(profile) if isinstance(profile, str) else profile
     opts = parse_options(options)
@@ -95,8 +96,8 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     :class:`~mysql_cdc.udtf.sync.job.BatchStats` (a classic session: it runs in this process). The target is
     created, or checked, before any data is read. See :mod:`mysql_cdc.udtf.sync.job`.
     """
-    from mysql_cdc.options import resolve_profile
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
+    from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, tighten_umask
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS, start_sync

@@ -3,7 +3,7 @@
 Pure logic, no driver and no pyspark. A chunk covers keys ``start <= key < end`` (tuples compared in the
 server's order); ``start=None`` is open below, ``end=None`` open above. The chunks of a table are contiguous:
 chunk ``i``'s end is chunk ``i+1``'s start, the first is open below and the last open above, so every key lies
-in exactly one chunk (contract C1).
+in exactly one chunk (docs/DESIGN.md, contract C1).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from typing import Any
 
 from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 from mysql_cdc.options import SCHEMA_CHANGES
+from mysql_cdc.progress import Progress, sync_lines
 
 
 def _opts(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
@@ -44,8 +45,9 @@ def _local_spark(master: str, name: str) -> Any:
 
 def cmd_plan(ns: argparse.Namespace) -> int:
     from mysql_cdc.chunks import encode_key
-    from mysql_cdc.options import parse_options, resolve_profile
+    from mysql_cdc.options import parse_options
     from mysql_cdc.planner.plan import plan_tables
+    from mysql_cdc.profiles import resolve_profile
 
     opts = parse_options(_opts(ns, tables=ns.tables, chunk_size=ns.chunk_size, chunk_key=ns.chunk_key))
     facts, plans = plan_tables(resolve_profile(opts), opts)
@@ -64,8 +66,9 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 def _check_source(ns: argparse.Namespace) -> None:
     """Profile, server and tables checked before Spark starts: a configuration error is one line."""
-    from mysql_cdc.options import parse_options, resolve_profile
+    from mysql_cdc.options import parse_options
     from mysql_cdc.planner.plan import describe_table, describe_tables
+    from mysql_cdc.profiles import resolve_profile
 
     tables, exclude = getattr(ns, "tables", None), getattr(ns, "exclude", None)
     opts = parse_options(_opts(ns, table=ns.table, tables=tables, exclude=exclude, chunk_key=ns.chunk_key))
@@ -73,36 +76,6 @@ def _check_source(ns: argparse.Namespace) -> None:
         describe_tables(resolve_profile(opts), opts)
     else:
         describe_table(resolve_profile(opts), opts, ns.table)
-
-
-class _Progress:
-    """Progress on a terminal (one line rewritten in place) or plain lines when not a terminal."""
-
-    def __init__(self, stream: Any = None) -> None:
-        self.stream = stream or sys.stdout
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._last = ""
-
-    def show_block(self, lines: list[str]) -> None:
-        """Several lines: redrawn in place on a terminal (the previous block overwritten), else printed when
-        they changed."""
-        if self.tty:
-            up = self._last.count("\n")
-            self.stream.write(("\x1b[F" * up) + "".join("\x1b[2K" + line + "\n" for line in lines))
-        else:
-            for line in lines:
-                if line not in self._last.split("\n"):
-                    self.stream.write(line + "\n")
-        self.stream.flush()
-        self._last = "".join(line + "\n" for line in lines)
-
-    def show(self, line: str, final: bool = False) -> None:
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + line + ("\n" if final else ""))
-        elif line != self._last or final:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-        self._last = line
 
 
 def cmd_snapshot(ns: argparse.Namespace) -> int:
@@ -122,7 +95,7 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
             reader = reader.option(key, value)
     started = time.monotonic()
     df = reader.load()
-    progress, stop = _Progress(), threading.Event()
+    progress, stop = Progress(), threading.Event()
 
     def watch() -> None:  # tasks of the reading stage: each reads a group of chunks (option partitions)
         tracker = spark.sparkContext.statusTracker()
@@ -158,7 +131,8 @@ def _binlog_bytes_behind(ns: argparse.Namespace, offset: dict[str, Any]) -> int 
     """How many bytes a binlog offset is behind the server's end (binary log sizes from the server); ``None``
     when the server does not answer."""
     from mysql_cdc.offsets import binlog_file_key
-    from mysql_cdc.options import parse_options, resolve_profile
+    from mysql_cdc.options import parse_options
+    from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.udtf.binlog.startup import binary_logs
 
     try:
@@ -233,7 +207,7 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     writer = writer.trigger(availableNow=True) if ns.once else writer.trigger(processingTime=f"{ns.interval} seconds")
     query = writer.start()
     seen = -1
-    progress = _Progress()
+    progress = Progress()
 
     def report() -> None:
         nonlocal seen
@@ -259,38 +233,6 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     return _watch(spark, query, report, "stream", end_line)
 
 
-def _bar(done: int, total: int, width: int = 20) -> str:
-    filled = width * done // total if total else width
-    return "[" + "#" * filled + "-" * (width - filled) + "]"
-
-
-def sync_lines(stats: Any, state_dir: str, lag_bytes: str, now: float) -> list[str]:
-    """The progress block of one sync batch: rows and rate, binlog lag (seconds since the newest change's commit,
-    and bytes), then a bar of chunks done per table still in its snapshot."""
-    from mysql_cdc.state.store import StateStore
-
-    rate = stats.rows / stats.seconds if stats.seconds > 0 else 0.0
-    lag = f"{max(now - stats.last_commit, 0.0):.1f} s" if stats.last_commit is not None else "- s"
-    head = (f"batch {stats.batch_id}: {stats.rows:,} rows ({rate:,.0f} rows/s) into {len(stats.applied)} tables"
-            f"{f', {len(stats.skipped)} already applied' if stats.skipped else ''}"
-            f"{f', {len(stats.ignored)} without a primary key left out' if stats.ignored else ''}"
-            f"; binlog lag {lag}, {lag_bytes}")
-    lines = [head]
-    store = StateStore(state_dir)
-    done_tables = 0
-    for table in store.recorded_tables():
-        planned = store.plan(table)
-        if planned is None:
-            continue
-        done = len(store.chunk_records(table))
-        if done >= len(planned):
-            done_tables += 1
-        else:
-            lines.append(f"  {table} {_bar(done, len(planned))} {done}/{len(planned)} chunks")
-    lines.append(f"  snapshot: {done_tables} tables done")
-    return lines
-
-
 def cmd_sync(ns: argparse.Namespace) -> int:
     """Mirror the matched tables into Delta tables and keep them mirrored (mysql_cdc.sync with local Spark)."""
     from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks
@@ -311,7 +253,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     query = mysql_cdc.sync(spark, to=ns.to, checkpoint=ns.checkpoint, state_dir=ns.state_dir, tables=ns.tables,
                            source=ns.source, exclude=ns.exclude, trigger_seconds=ns.interval, once=ns.once,
                            on_batch=batches.append, **extra)
-    progress, shown = _Progress(), 0
+    progress, shown = Progress(), 0
 
     def report() -> None:
         nonlocal shown
@@ -375,20 +317,38 @@ def _version() -> str:
         return f"{__version__} (source checkout)"
 
 
+_CHUNK_SIZE = "rows per chunk (default: about 16 MiB of rows, by the table's average row length)"
+_MASTER = "Spark master for the local job (default local[*])"
+
+
+def _stream_arguments(p: argparse.ArgumentParser, max_chunks: str, max_rows: str) -> None:
+    """The arguments of the commands that run a stream (follow, sync); their batch bounds' defaults differ."""
+    p.add_argument("--chunk-size", type=int, help=_CHUNK_SIZE)
+    p.add_argument("--max-chunks-per-batch", type=int, help=f"snapshot chunks per micro-batch (default {max_chunks})")
+    p.add_argument("--max-rows-per-batch", type=int,
+                   help=f"binlog change rows per micro-batch, rounded up to whole transactions (default {max_rows})")
+    p.add_argument("--schema-changes", choices=SCHEMA_CHANGES,
+                   help="follow (default: DDL on a captured table is followed, in place or by snapshotting that "
+                        "table again) or stop (the first DDL stops the job)")
+    p.add_argument("--binlog-partitions", type=int,
+                   help="Spark tasks reading one micro-batch's binlog range at once, cut at transaction boundaries "
+                        "into parts of at least 1 MB: parallel catch-up of a backlog (default 1)")
+    for k, meaning in _FLAGS.items():
+        p.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
+    p.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
+    p.add_argument("--master", default="local[*]", help=_MASTER)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mysql-cdc", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     src = "connection profile name: $MYSQL_CDC_PROFILE_<NAME> or an entry of $MYSQL_CDC_PROFILES_FILE"
-    chunk_size = "rows per chunk (default: about 16 MiB of rows, by the table's average row length)"
-    binlog_partitions = ("Spark tasks reading one micro-batch's binlog range at once, cut at transaction boundaries "
-                         "into parts of at least 1 MB: parallel catch-up of a backlog (default 1)")
-    schema_changes = ("follow (default: DDL on a captured table is followed, in place or by snapshotting that table "
-                      "again) or stop (the first DDL stops the job)")
+    chunk_size, master = _CHUNK_SIZE, _MASTER
     chunk_key = ("columns that split tables without a primary key (may repeat and be NULL), or '<pattern>:<columns>' "
                  "entries separated by ';'; without one such a table is one chunk")
-    master = "Spark master for the local job (default local[*])"
     p = sub.add_parser("plan", help="validate the server and print the chunks of the matched tables")
     p.add_argument("--source", required=True, help=src)
     p.add_argument("--tables", required=True, help="comma-separated regular expressions over 'db.table'")
@@ -417,18 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
     f.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
     f.add_argument("--format", default="parquet", help="Spark output format (default parquet)")
-    f.add_argument("--chunk-size", type=int, help=chunk_size)
     f.add_argument("--chunk-key", help=chunk_key)
-    f.add_argument("--max-chunks-per-batch", type=int, help="snapshot chunks per micro-batch (default: all)")
-    f.add_argument("--max-rows-per-batch", type=int,
-                   help="binlog change rows per micro-batch, rounded up to whole transactions (default: no limit)")
-    f.add_argument("--schema-changes", choices=SCHEMA_CHANGES, help=schema_changes)
-    f.add_argument("--binlog-partitions", type=int, help=binlog_partitions)
-    for k, meaning in _FLAGS.items():
-        f.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
-    f.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
-    f.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
-    f.add_argument("--master", default="local[*]", help=master)
+    _stream_arguments(f, "all", "no limit")
     f.set_defaults(fn=cmd_follow)
     y = sub.add_parser("sync", help="mirror the matched tables into Delta tables, exactly once, and keep them "
                        "mirrored (the main job)")
@@ -438,17 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--to", required=True, help="directory of the Delta tables: <to>/<database>/<table>")
     y.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
     y.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
-    y.add_argument("--chunk-size", type=int, help=chunk_size)
-    y.add_argument("--max-chunks-per-batch", type=int, help="snapshot chunks per micro-batch (default 4)")
-    y.add_argument("--max-rows-per-batch", type=int,
-                   help="binlog change rows per micro-batch, rounded up to whole transactions (default 200000)")
-    y.add_argument("--schema-changes", choices=SCHEMA_CHANGES, help=schema_changes)
-    y.add_argument("--binlog-partitions", type=int, help=binlog_partitions)
-    for k, meaning in _FLAGS.items():
-        y.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
-    y.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
-    y.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
-    y.add_argument("--master", default="local[*]", help=master)
+    _stream_arguments(y, "4", "200000")
     y.set_defaults(fn=cmd_sync, table=None, chunk_key=None)
     st = sub.add_parser("status", help="print the recorded chunk watermarks of a table, or a summary of every table")
     st.add_argument("--state-dir", required=True, help="the state directory of a snapshot or stream")

@@ -22,7 +22,7 @@ import pymysql
 import pymysql.cursors
 
 from mysql_cdc.errors import ConnectError, PrivilegeError
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 
 _SESSION_INIT = "SET SESSION time_zone = '+00:00'"
 

@@ -246,9 +246,9 @@ class BinlogOffset:
     """A point in the binlog.
 
     ``file``/``pos`` locate it; ``gtids`` is the executed GTID set at that point (MySQL with GTIDs: the exact
-    watermark, see DESIGN.md section 4) or MariaDB's GTID position; ``None`` where unknown.
+    watermark, see docs/DESIGN.md §4) or MariaDB's GTID position; ``None`` where unknown.
     ``kind`` says which part is exact: ``"snapshot"`` (MariaDB consistent-snapshot position), ``"gtid"``
-    (MySQL executed set) or ``"position"`` (plain binlog position, the seeds' method).
+    (MySQL executed set) or ``"position"`` (plain binlog position, as DBLog and Flink CDC take it).
     """
 
     file: str

@@ -3,13 +3,9 @@ default and meaning (the README's option table is generated from it and checked 
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
 import re
-import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mysql_cdc.errors import ConfigError
@@ -102,33 +98,6 @@ STARTUP_MODES = ("initial", "snapshot", "latest", "earliest", "offset", "timesta
 SCHEMA_CHANGES = ("follow", "stop")
 ROW_DECODERS = ("planned", "library")
 SNAPSHOT_STARTUPS = ("initial", "snapshot")  # the startup modes that read the tables' chunks
-
-
-# TLS to the server, as MySQL's clients name it: disabled, preferred (TLS when the server offers it, the
-# drivers' default), required (TLS, certificate not checked), verify_ca (the certificate is signed by ssl_ca, or
-# by the system's CAs), verify_identity (verify_ca, and the certificate names the host)
-SSL_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
-
-
-@dataclass(frozen=True)
-class ConnectionProfile:
-    host: str
-    port: int = 3306
-    user: str = "root"
-    password: str = field(default="", repr=False)
-    connect_timeout: float = 10.0
-    ssl_mode: str = "preferred"
-    ssl_ca: str | None = None  # a CA certificate file (PEM) for verify_ca / verify_identity
-
-    def __post_init__(self) -> None:
-        if self.ssl_mode not in SSL_MODES:
-            raise ConfigError(f"bad ssl_mode {self.ssl_mode!r}; expected one of {', '.join(SSL_MODES)}")
-
-    def __repr__(self) -> str:  # never show the password
-        tls = "" if self.ssl_mode == "preferred" else f", ssl_mode={self.ssl_mode!r}"
-        return f"ConnectionProfile(host={self.host!r}, port={self.port!r}, user={self.user!r}{tls})"
-
-    __str__ = __repr__
 
 
 @dataclass(frozen=True)
@@ -325,170 +294,4 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
 
 # ---- connection profiles ----
 
-PROFILE_ENV_PREFIX = "MYSQL_CDC_PROFILE_"
-PROFILES_FILE_ENV = "MYSQL_CDC_PROFILES_FILE"
-PASSWORD_ENV_PREFIX = "MYSQL_CDC_PASSWORD_"
 
-
-def read_secret(kind: str, ref: str, name: str) -> str:
-    """A profile's password read from where it names (``kind`` ``env``: an environment variable; ``file``: a
-    file's first line), in the process that connects. Only profiles name secrets: a profile is set up by whoever
-    runs Spark, and its password goes only to its own host.
-
-    >>> os.environ["MYSQL_CDC_DOCTEST_PW"] = "s3cret"
-    >>> read_secret("env", "MYSQL_CDC_DOCTEST_PW", "shop")
-    's3cret'
-    """
-    if kind == "env":
-        if ref not in os.environ:
-            raise ConfigError(f"profile {name!r} reads its password from the environment variable {ref!r}, which is "
-                              "not set where the query runs (the Spark driver and executors, or the Spark Connect "
-                              "server)")
-        return os.environ[ref]
-    try:
-        with open(ref, encoding="utf-8") as f:
-            return f.readline().rstrip("\r\n")
-    except OSError as e:
-        raise ConfigError(f"profile {name!r} reads its password from the file {ref!r}, which cannot be read where "
-                          f"the query runs ({type(e).__name__})") from None
-
-
-def _password(given: str, env: str | None, file: str | None, name: str) -> str:
-    """A profile's password: as given, or read by :func:`read_secret` (one source only)."""
-    if sum(x is not None and x != "" for x in (given or None, env, file)) > 1:
-        raise ConfigError(f"profile {name!r}: give one of password, password-env and password-file")
-    if env:
-        return read_secret("env", env, name)
-    if file:
-        return read_secret("file", file, name)
-    return given
-
-
-_URL_PARAMS = {"ssl_mode", "ssl_ca", "connect_timeout", "password_env", "password_file"}
-
-
-def _url_parts(url: str, name: str) -> tuple[str, re.Match[str], dict[str, str]]:
-    """A profile URL's user info, host[:port] match and parameters (see :func:`profile_from_url`)."""
-    bad = f"profile {name!r}: expected a URL like mysql://user:password@host:3306[?ssl-mode=...&ssl-ca=...]"
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in ("mysql", "mariadb"):
-        raise ConfigError(bad + " (the scheme must be mysql:// or mariadb://)")
-    # the user info ends at the first '@' after which a host[:port] and known parameters follow: a password may
-    # hold '@', '#', '/' or '?', and an '@' in a parameter (a CA file's name) does not move the host
-    for i in [-1] + [k for k, ch in enumerate(rest) if ch == "@"]:
-        hostport, _, query = rest[i + 1:].partition("?")
-        m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:/\[\]@?#]+)(?::(\d{1,5}))?/?", hostport)
-        if m is None:
-            continue
-        params: dict[str, str] = {}
-        for part in filter(None, query.split("&")):
-            key, _, value = part.partition("=")
-            params[urllib.parse.unquote(key).replace("-", "_").lower()] = urllib.parse.unquote(value)
-        if set(params) <= _URL_PARAMS:
-            return (rest[:i] if i >= 0 else "", m, params)
-    raise ConfigError(bad + " (no host[:port] with known parameters (ssl-mode, ssl-ca, connect-timeout, "
-                      "password-env, password-file) follows an '@')")
-
-
-def url_holds_password(url: str) -> bool:
-    """Whether a profile URL has a password in it (not one it names with password-env / password-file).
-
-    >>> url_holds_password("mysql://cdc:pw@db:3306"), url_holds_password("mysql://cdc@db?password-env=PW")
-    (True, False)
-    """
-    try:
-        userinfo, _, _ = _url_parts(url, "?")
-    except ConfigError:
-        return False
-    return userinfo.partition(":")[2] != ""
-
-
-def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
-    """``mysql://user:password@host:port[?ssl-mode=verify_ca&ssl-ca=/path/ca.pem]``; instead of a password in the
-    URL, ``password-env=VAR`` or ``password-file=/path`` name where it is read (:func:`read_secret`).
-
-    Parsed strictly, and never echoed (it holds the password). The user info ends at the first ``@`` that a
-    host[:port] and known parameters follow, so a password with ``@``, ``#``, ``/`` or ``?`` may be written as
-    it is; percent-encoded sequences (``%40``) are decoded, so a literal ``%`` is written ``%25``.
-
-    >>> p = profile_from_url("mysql://cdc:p@ss#w/rd?x@db.example:3307?ssl-mode=required")
-    >>> (p.user, p.password, p.host, p.port, p.ssl_mode)
-    ('cdc', 'p@ss#w/rd?x', 'db.example', 3307, 'required')
-    >>> q = profile_from_url("mysql://u:p@db:3306?ssl-mode=verify_identity&ssl-ca=/certs/ca@prod.pem")
-    >>> (q.host, q.ssl_mode, q.ssl_ca)
-    ('db', 'verify_identity', '/certs/ca@prod.pem')
-    """
-    userinfo, m, params = _url_parts(url, name)
-    user, _, password = userinfo.partition(":")
-    secret = _password(urllib.parse.unquote(password), params.get("password_env"), params.get("password_file"), name)
-    try:
-        return ConnectionProfile(host=m.group(1).strip("[]"), port=int(m.group(2) or 3306),
-                                 user=urllib.parse.unquote(user) or "root", password=secret,
-                                 connect_timeout=float(params.get("connect_timeout", 10.0)),
-                                 ssl_mode=params.get("ssl_mode", "preferred").lower(), ssl_ca=params.get("ssl_ca"))
-    except ValueError:
-        raise ConfigError(f"profile {name!r}: connect-timeout must be a number") from None
-
-
-def profile_from_mapping(d: Mapping[str, Any], name: str = "?") -> ConnectionProfile:
-    unknown = set(d) - {"host", "port", "user", "password", "password_env", "password_file", "connect_timeout",
-                        "ssl_mode", "ssl_ca"}
-    if unknown or "host" not in d:
-        raise ConfigError(f"profile {name!r}: needs 'host' and may have port, user, password (or password_env, "
-                          f"password_file), connect_timeout, ssl_mode, ssl_ca; unknown keys {sorted(unknown)!r}")
-    env, file = d.get("password_env"), d.get("password_file")
-    secret = _password(str(d.get("password", "")), None if env is None else str(env),
-                       None if file is None else str(file), name)
-    try:
-        return ConnectionProfile(host=str(d["host"]), port=int(d.get("port", 3306)), user=str(d.get("user", "root")),
-                                 password=secret,
-                                 connect_timeout=float(d.get("connect_timeout", 10.0)),
-                                 ssl_mode=str(d.get("ssl_mode", "preferred")).lower(),
-                                 ssl_ca=None if d.get("ssl_ca") is None else str(d["ssl_ca"]))
-    except (TypeError, ValueError):
-        raise ConfigError(f"profile {name!r}: port and connect_timeout must be numbers") from None
-
-
-def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile] | None = None
-                    ) -> ConnectionProfile:
-    """The connection to use: the named profile (registered with ``register(spark, profiles=...)``, else
-    ``$MYSQL_CDC_PROFILE_<NAME>`` as a URL, else the JSON file named by ``$MYSQL_CDC_PROFILES_FILE``), or the
-    data source options host, port, user (a login without a password: a query never carries one)."""
-    timeout = opts.connect_timeout
-    if opts.host:
-        if opts.source:
-            raise ConfigError(f"give either source={opts.source!r} or host={opts.host!r}, not both")
-        return ConnectionProfile(opts.host, opts.port, opts.user or "root", "", timeout,
-                                 (opts.ssl_mode or "preferred").lower(), opts.ssl_ca)
-    if not opts.source:
-        raise ConfigError("no connection: set source => '<profile>', a connection profile (see Connection profiles)")
-    name = opts.source
-    prof: ConnectionProfile | None = (registered or {}).get(name)
-    if prof is None:
-        suffix = re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-        env = os.environ.get(PROFILE_ENV_PREFIX + suffix)
-        if env:
-            prof = profile_from_url(env, name)
-            # a password in a variable of its own: Spark redacts settings named like *PASSWORD* (event log, UI),
-            # so spark.executorEnv.MYSQL_CDC_PASSWORD_<NAME> keeps it out of them, unlike the URL's
-            password = os.environ.get(PASSWORD_ENV_PREFIX + suffix)
-            if password is not None:
-                prof = dataclasses.replace(prof, password=password)
-    if prof is None and os.environ.get(PROFILES_FILE_ENV):
-        path = os.environ[PROFILES_FILE_ENV]
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise ConfigError(f"cannot read profiles file {path!r} (from ${PROFILES_FILE_ENV}): "
-                              f"{type(e).__name__}") from None
-        if name in data:
-            prof = profile_from_mapping(data[name], name)
-    if prof is None:
-        raise ConfigError(
-            f"unknown connection profile {name!r}; register it with mysql_cdc.register(spark, "
-            f"profiles={{{name!r}: ...}}), or set ${PROFILE_ENV_PREFIX}{re.sub(r'[^A-Za-z0-9]', '_', name).upper()}"
-            f"=mysql://user:password@host:port, or add it to the JSON file named by ${PROFILES_FILE_ENV}")
-    if timeout != prof.connect_timeout and opts.connect_timeout != 10.0:
-        prof = dataclasses.replace(prof, connect_timeout=timeout)
-    return prof

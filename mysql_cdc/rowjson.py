@@ -4,7 +4,7 @@ A stream has one schema, so a read of many tables carries each row's values as o
 to value) beside the metadata columns. The encoding goes from the row's Arrow values (the same typed arrays a
 single-table read hands to Spark) and :func:`decode_rows` builds those arrays again from the text and the
 table's Arrow schema, so a table split out of the envelope holds the values a single-table read gives
-(contract C4). JSON types alone would lose values (DECIMAL digits, bytes, time zones), so some types are
+(docs/DESIGN.md, contract C4). JSON types alone would lose values (DECIMAL digits, bytes, time zones), so some types are
 written as text:
 
 ============================  ==============================================================

@@ -11,10 +11,11 @@ from mysql_cdc.connect import ServerFacts, connect, registered_replica_ids, serv
 from mysql_cdc.errors import ChunkKeyError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import check_chunk_key
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema
 from mysql_cdc.planner.splitter import avg_row_bytes, chunk_rows, split_table
 from mysql_cdc.planner.validate import check_cascades, check_lock_privilege, check_privileges, check_server
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 
 

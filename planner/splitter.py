@@ -1,4 +1,4 @@
-"""Split a table into chunks, following the seeds (Flink CDC's ChunkSplitter), with the server's ordering.
+"""Split a table into chunks, as Flink CDC's ChunkSplitter does, with the server's ordering.
 
 Evenly sized chunks for a single integral key whose distribution factor ``(max - min + 1) / rows`` lies within
 the configured bounds; otherwise unevenly sized chunks whose boundaries are real keys found by the server

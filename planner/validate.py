@@ -1,4 +1,4 @@
-"""Check the server before any row is read: version, binlog settings, privileges (contract C6).
+"""Check the server before any row is read: version, binlog settings, privileges (docs/DESIGN.md, contract C6).
 
 Each failure is one :class:`ServerSettingError` or :class:`PrivilegeError` naming the setting, its value and
 the fix.

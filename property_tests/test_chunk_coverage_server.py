@@ -15,8 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.sql import chunk_where
 from tests.servers import ServerProcess
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.jsontext import json_double
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.udtf.binlog.startup import server_end
-from mysql_cdc.udtf.convert import json_double
-from property_tests.test_values_props import EXAMPLES
+from property_tests.test_values_props import EXAMPLES, database_on
 from tests.conftest import _server
 from tests.servers import ServerProcess
 from tests.test_values import read_by_every_path
@@ -51,13 +51,7 @@ OPAQUE = ["CAST(1.50 AS DECIMAL(5,2))", "CAST(-0.0010 AS DECIMAL(10,4))", "CAST(
 @pytest.mark.timeout(600)
 def test_binlog_json_is_the_servers_text(tmp_path_factory: pytest.TempPathFactory) -> None:
     server: ServerProcess = _server("mysql", tmp_path_factory)  # MySQL's binary JSON (MariaDB's is text)
-    info = server.info
-    assert info is not None
-    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
-    conn = info.connect(root=True)
-    cur = conn.cursor()
-    cur.execute("CREATE DATABASE IF NOT EXISTS jprops")
-    conn.select_db("jprops")
+    profile, conn, cur = database_on(server, "jprops")
     opts = parse_options({"tables": "jprops\\.t"})
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -4,7 +4,7 @@ chunk reads, correction, emit rule, binlog reads and restarts, under interleavin
 Rules: single-row inserts, updates, deletes, key moves between chunks, multi-row updates, FLUSH BINARY LOGS;
 read the next chunk with writes injected after its low watermark and before its high watermark (on either
 read path); read a chunk while another transaction is held between its binlog write and its engine commit
-(semi-synchronous replication, DESIGN.md section 4); read the binlog to "latest", by the same reader or by a
+(semi-synchronous replication, docs/DESIGN.md §4); read the binlog to "latest", by the same reader or by a
 new one restarted from the recorded state (chunk records and the committed offset); read the last binlog
 range again (a re-run micro-batch must give the same changes).
 
@@ -34,8 +34,9 @@ from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import ChunkRecord, StateStore
 from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change
 from mysql_cdc.udtf.binlog.rules import recorded_rules

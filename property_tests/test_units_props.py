@@ -69,7 +69,8 @@ EARLIER_OFFSETS = [
     '{"v": 1, "phase": "snapshot", "chunk": 3, "chunks": 7, "round": 0}',
     '{"v": 1, "phase": "snapshot", "chunk": 2, "chunks": 4, "round": 3, "resume": {"file": "binlog.000004", "pos": '
     '1532}}',
-    '{"v": 1, "phase": "snapshot", "chunk": 1, "chunks": 2, "round": 1, "resume": {"file": "binlog.000002", "pos": 197, '
+    '{"v": 1, "phase": "snapshot", "chunk": 1, "chunks": 2, "round": 1, "resume": {"file": "binlog.000002", '
+    '"pos": 197, '
     '"gtids": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57", "skip_before": 1700000000}}',
     '{"v": 1, "phase": "binlog", "file": "binlog.000003", "pos": 4}',
     '{"v": 1, "phase": "binlog", "file": "binlog.000003", "pos": 81920, "rounds": 2}',

@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.convert import inet6_text
 from tests.servers import ServerProcess
@@ -121,15 +122,20 @@ def _param(name: str, v: Any) -> Any:
     return v
 
 
-@pytest.mark.timeout(900)
-def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) -> None:
+def database_on(server: ServerProcess, name: str) -> tuple[ConnectionProfile, Any, Any]:
+    """The capture user's profile, and a root connection and cursor in database ``name`` (made if missing)."""
     info = server.info
     assert info is not None
-    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
     conn = info.connect(root=True)
     cur = conn.cursor()
-    cur.execute("CREATE DATABASE IF NOT EXISTS vprops")
-    conn.select_db("vprops")
+    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{name}`")
+    conn.select_db(name)
+    return ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5), conn, cur
+
+
+@pytest.mark.timeout(900)
+def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) -> None:
+    profile, conn, cur = database_on(server, "vprops")
     cur.execute("SET time_zone = '+00:00'")
     types = {**TYPES, **(MARIADB_TYPES if server.kind == "mariadb" else {})}
     names_ = sorted(types)

@@ -15,10 +15,10 @@ Layout under the state directory (a local path or a pyarrow filesystem URI such 
                                          when the stream decides that point again
     offsets/<stream>.json                the last committed offset of a stream, replaced atomically
 
-A chunk is recorded only after its rows were handed on (contract C5). When a retried task records a chunk
-again, the FIRST record stays: a re-read chunk sees a newer high watermark, and replaying the binlog from the
-first one onto newer rows converges, while moving it forward could drop changes whose rows were already
-emitted by the first attempt (DESIGN.md section 6). On a local path the first-wins write is atomic
+A chunk is recorded only after its rows were handed on (docs/DESIGN.md, contract C5). When a retried task
+records a chunk again, the FIRST record stays: a re-read chunk sees a newer high watermark, and replaying the
+binlog from the first one onto newer rows converges, while moving it forward could drop changes whose rows were
+already emitted by the first attempt (docs/DESIGN.md §5). On a local path the first-wins write is atomic
 (``link``); on other filesystems it is check-then-write, which is enough for one writer per chunk.
 """
 
@@ -143,6 +143,10 @@ class StateStore:
                 self._fs, self._root = pafs.FileSystem.from_uri(location)
             except Exception as e:
                 raise StateError(f"cannot open state location {location!r}: {e}") from e
+
+    def missing(self, what: str) -> StateError:
+        """The error for a record a running capture needs and does not find here."""
+        return StateError(f"{what} is missing under {self.location!r}; the state_dir must stay with the checkpoint")
 
     def _chunk_dir(self, table: TableId) -> str:
         return f"{self._root.rstrip('/')}/chunks/{table_file_name(table)}"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from tests.servers import ServerInfo, ServerProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

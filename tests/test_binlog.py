@@ -16,8 +16,9 @@ from mysql_cdc.connect import connect
 from mysql_cdc.errors import BinlogError, PrivilegeError, SchemaChangedError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import ChunkRecord, StateStore
 from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change
 from mysql_cdc.udtf.binlog.rules import recorded_rules

@@ -18,8 +18,9 @@ from mysql_cdc.chunks import Chunk, ChunkRecord
 from mysql_cdc.connect import connect
 from mysql_cdc.errors import PrivilegeError
 from mysql_cdc.offsets import GtidSet, binlog_file_key
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import describe_tables, plan_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.sql import chunk_where
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change

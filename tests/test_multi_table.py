@@ -26,7 +26,7 @@ import pytest
 import mysql_cdc
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import binlog_file_key
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import StateStore
 from tests.conftest import ROOT, ConnectServer, _repo_env, wait_until
 from tests.helpers import insert_rows, is_connect, profile_url

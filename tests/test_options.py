@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 
 from mysql_cdc.errors import ConfigError
-from mysql_cdc.options import (
-    OPTIONS,
+from mysql_cdc.options import OPTIONS, parse_options
+from mysql_cdc.profiles import (
     ConnectionProfile,
-    parse_options,
     profile_from_mapping,
     profile_from_url,
     resolve_profile,

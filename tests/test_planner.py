@@ -17,9 +17,10 @@ from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ChunkKeyError, ConnectError, PrivilegeError, ServerSettingError, TableError
 from mysql_cdc.ids import TableId
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import describe_table, plan_tables
 from mysql_cdc.planner.validate import check_server
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.sql import chunk_where
 from tests.helpers import insert_rows
 from tests.servers import ServerInfo

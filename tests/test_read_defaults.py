@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import mysql_cdc
 from mysql_cdc.chunks import chunks_from_bounds
 from mysql_cdc.ids import TableId
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.planner.splitter import (
     CHUNK_TARGET_BYTES,
@@ -27,6 +27,7 @@ from mysql_cdc.planner.splitter import (
     MIN_AUTO_CHUNK_ROWS,
     chunk_rows,
 )
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.snapshot.reader import SnapshotReader
 from mysql_cdc.udtf.spark.chunk_reads import read_chunks, spread_chunks
 from mysql_cdc.udtf.spark.output import Output

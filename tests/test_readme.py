@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mysql_cdc.docs import option_table, type_table
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from tests.helpers import insert_rows
 from tests.servers import ServerInfo
 

@@ -13,7 +13,7 @@ import pytest
 import mysql_cdc
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.history import schema_at
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.sync.mirror import table_path

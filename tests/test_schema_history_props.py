@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mysql_cdc
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from tests.helpers import profile_url
 from tests.servers import ServerInfo
 from tests.test_schema_changes import _check

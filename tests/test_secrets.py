@@ -20,7 +20,7 @@ from mysql_cdc.connect import connect, connect_fast
 from mysql_cdc.errors import ConnectError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.udtf.binlog.transactions import read_transactions
 from mysql_cdc.udtf.snapshot.fast_select import FastPathUnavailable, fast_select

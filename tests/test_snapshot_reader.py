@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from mysql_cdc.chunks import Chunk
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, Hooks, SnapshotReader
 from tests.conftest import wait_until

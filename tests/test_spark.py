@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import mysql_cdc
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from tests.helpers import insert_rows, is_connect, profile_url
 from tests.servers import ServerInfo
 

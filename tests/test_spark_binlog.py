@@ -11,7 +11,7 @@ import pytest
 
 import mysql_cdc
 from mysql_cdc.offsets import binlog_file_key
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from tests.helpers import binlog_end, insert_rows, profile_url
 
 

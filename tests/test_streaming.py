@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from mysql_cdc.offsets import binlog_file_key
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import insert_rows, profile_url
 from tests.servers import ServerInfo

@@ -22,7 +22,8 @@ import pytest
 
 import mysql_cdc
 from mysql_cdc.ids import TableId
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.sync import mirror as mirror_mod
 from mysql_cdc.udtf.sync.job import query_app_id
@@ -223,7 +224,7 @@ def test_sync_killed_with_minus_9_eight_times_converges_exactly_once(
 def test_sync_progress_is_a_block_redrawn_on_a_terminal_and_plain_lines_elsewhere(tmp_path: Any) -> None:
     import io
 
-    from mysql_cdc.cli import _Progress
+    from mysql_cdc.progress import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -231,7 +232,7 @@ def test_sync_progress_is_a_block_redrawn_on_a_terminal_and_plain_lines_elsewher
 
     term, plain = Tty(), io.StringIO()
     for stream in (term, plain):
-        p = _Progress(stream)
+        p = Progress(stream)
         p.show_block(["batch 0: 10 rows", "  shop.a [#---] 1/4 chunks", "  snapshot: 0 tables done"])
         p.show_block(["batch 1: 5 rows", "  snapshot: 1 tables done"])
     # a terminal: the second block moves up over the three lines of the first and clears each line it writes

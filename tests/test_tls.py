@@ -13,8 +13,9 @@ import pytest
 
 from mysql_cdc.connect import connect, connect_fast
 from mysql_cdc.errors import ConfigError, ConnectError
-from mysql_cdc.options import ConnectionProfile, parse_options, profile_from_mapping, profile_from_url
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile, profile_from_mapping, profile_from_url
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
 from mysql_cdc.udtf.binlog.startup import ReadFrom, server_end
 from mysql_cdc.udtf.convert import batch_to_rows

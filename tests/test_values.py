@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from mysql_cdc.errors import ChunkKeyError, MysqlCdcError, ServerSettingError, UnsupportedTypeError
-from mysql_cdc.options import ConnectionProfile, parse_options
+from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
 from mysql_cdc.udtf.binlog.startup import ReadFrom, server_end
 from mysql_cdc.udtf.convert import batch_to_rows

@@ -4,34 +4,32 @@
 
 Pure logic: no pyspark and no driver (pyarrow is used to describe Arrow types). Both the SELECT path (snapshot
 reader) and the binlog path (row images) pass through :func:`value_converter`, so the same stored value gives
-the same Spark value whichever way it arrives (contract C4).
+the same Spark value whichever way it arrives (docs/DESIGN.md, contract C4).
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import functools
 import ipaddress
 import json
-import math
 import re
 import struct
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any
 
 import pyarrow as pa
 
 from mysql_cdc.errors import BinlogError, UnsupportedTypeError
+from mysql_cdc.jsontext import json_text, plain_json
 from mysql_cdc.schema import ColumnInfo
 from mysql_cdc.types import (
     GEO_TYPES,
     INT_TYPES,
     MARIADB_TEXT,
     TEXT_TYPES,
-    FieldType,
     arrow_type,
     spark_type,
     text_decoder,
@@ -194,126 +192,14 @@ def enum_members(column_type: str) -> list[str]:
     return out
 
 
-class _JsonNull:
-    def __repr__(self) -> str:
-        return "JSON_NULL"
-
-    def __reduce__(self) -> str:
-        return "JSON_NULL"  # pickled by reference: the one instance stays the one instance
-
-
-JSON_NULL: Any = _JsonNull()
 """MySQL's binary JSON null literal as :mod:`udtf.binlog.transactions` has the library decode it (not SQL NULL)."""
-
-
-def _json_plain(v: Any) -> Any:
-    """MySQL's binary JSON as the library decodes it (object keys and strings as bytes) in plain Python."""
-    if isinstance(v, JsonOpaque):
-        return v
-    if isinstance(v, dict):
-        return {_json_plain(k): _json_plain(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_json_plain(x) for x in v]
-    if isinstance(v, bytes | bytearray):
-        return v.decode("utf-8")
-    return None if v is JSON_NULL else v
-
-
-def json_double(x: float) -> str:
-    """A JSON double as MySQL writes it in JSON text: the shortest digits that read back as the same double
-    (Python's ``repr`` has them), in plain notation when the decimal exponent is -15 to 14 (``.0`` after a
-    whole number), else as ``<digits>e<exponent>`` without a plus sign or padding (measured on MySQL 9.7).
-
-    >>> [json_double(v) for v in (8.197252117359e-05, 1e21, 1e15, 1e14, 1.0, -0.0, 1e-15, 1e-16, 5e-324)]
-    ['0.00008197252117359', '1e21', '1e15', '100000000000000.0', '1.0', '-0.0', '0.000000000000001', '1e-16', '5e-324']
-    """
-    if x == 0:
-        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
-    sign = "-" if x < 0 else ""
-    t = Decimal(repr(abs(x))).normalize().as_tuple()
-    digits = "".join(map(str, t.digits))
-    e = len(digits) - 1 + int(t.exponent)
-    if not -15 <= e <= 14:
-        return f"{sign}{digits[0]}{'.' + digits[1:] if len(digits) > 1 else ''}e{e}"
-    if e >= len(digits) - 1:
-        return f"{sign}{digits}{'0' * (e - len(digits) + 1)}.0"
-    if e >= 0:
-        return f"{sign}{digits[:e + 1]}.{digits[e + 1:]}"
-    return f"{sign}0.{'0' * (-e - 1)}{digits}"
-
-
-class JsonOpaque(NamedTuple):
-    """A value in MySQL's binary JSON that JSON itself has no type for (a DECIMAL, a date or time, binary data):
-    its MySQL field type and stored bytes, written out by :func:`json_text` as the server writes it.
-    (python-mysql-replication decodes binary ones as text, dropping what is not UTF-8, TIME as a time of day,
-    and loses which was which.)"""
-
-    field_type: int
-    data: bytes
-
-
-_DECIMAL_TYPES = {FieldType.DECIMAL, FieldType.NEWDECIMAL}
-_DATE_TYPES = {FieldType.DATE, FieldType.NEWDATE}
-_TIME_TYPES = {FieldType.TIME, FieldType.TIME2}
-_DATETIME_TYPES = {FieldType.TIMESTAMP, FieldType.DATETIME, FieldType.TIMESTAMP2, FieldType.DATETIME2}
-
-
-def opaque_text(o: JsonOpaque) -> str:
-    """A :class:`JsonOpaque` as MySQL's JSON text writes it (measured on MySQL 9.7): a DECIMAL as its digits
-    with its scale, dates and times as strings (times and datetimes with six fraction digits), anything else
-    as ``"base64:type<N>:<base64 of the bytes>"``. Dates and times are MySQL's packed integers: a TIME's
-    hours, minutes and seconds above bit 24, microseconds below, negated when negative; a DATETIME's
-    ``(year * 13 + month) << 5 | day`` above bit 41.
-
-    >>> packed = lambda v: v.to_bytes(8, "little", signed=True)
-    >>> time = -(838 << 12 | 59 << 6 | 59) << 24
-    >>> opaque_text(JsonOpaque(15, b"\\x00\\xff")), opaque_text(JsonOpaque(11, packed(time)))
-    ('"base64:type15:AP8="', '"-838:59:59.000000"')
-    >>> opaque_text(JsonOpaque(12, packed(((2020 * 13 + 1) << 5 | 2) << 41 | (3 << 12 | 4 << 6 | 5) << 24 | 500000)))
-    '"2020-01-02 03:04:05.500000"'
-    """
-    if o.field_type in _DECIMAL_TYPES and len(o.data) > 2:
-        from pymysqlreplication.util.bytes import decode_decimal
-
-        return format(Decimal(str(decode_decimal(o.data))), "f")
-    if o.field_type in _DATE_TYPES | _TIME_TYPES | _DATETIME_TYPES and len(o.data) >= 8:
-        v = int.from_bytes(o.data[:8], "little", signed=True)
-        neg, whole, us = v < 0, abs(v) >> 24, abs(v) % (1 << 24)
-        hms = whole % (1 << 17) if o.field_type not in _TIME_TYPES else whole
-        clock = f"{hms >> 12:02d}:{(hms >> 6) % 64:02d}:" \
-                f"{hms % 64:02d}.{us:06d}"
-        if o.field_type in _TIME_TYPES:
-            return f'"{"-" if neg else ""}{clock}"'
-        ymd = whole >> 17
-        date = f"{(ymd >> 5) // 13:04d}-{(ymd >> 5) % 13:02d}-{ymd % 32:02d}"
-        return f'"{date}"' if o.field_type in _DATE_TYPES else f'"{date} {clock}"'
-    return f'"base64:type{o.field_type}:{base64.b64encode(o.data).decode()}"'
-
-
-def json_text(v: Any) -> str:
-    """Plain Python JSON (:func:`_json_plain`) as MySQL writes it: ``", "`` and ``": "`` between items, keys in
-    the order given, strings escaped as :func:`json.dumps` escapes them (non-ASCII as it is), doubles by
-    :func:`json_double`.
-
-    >>> json_text({"a": [1, 2.5e-20, None, True], "é": "x\\n"})
-    '{"a": [1, 2.5e-20, null, true], "é": "x\\\\n"}'
-    """
-    if isinstance(v, float):
-        return json_double(v)
-    if isinstance(v, JsonOpaque):
-        return opaque_text(v)
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {json_text(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list):
-        return "[" + ", ".join(json_text(x) for x in v) + "]"
-    return json.dumps(v, ensure_ascii=False)
 
 
 def _binlog_json(v: Any) -> Any:
     """MySQL's binlog carries JSON decoded (never as text): it is written as the server's JSON text
     (:func:`json_text`), so a value is the same by SELECT and by binlog; a top-level string is a JSON string.
     (A partial JSON diff never gets here: :mod:`udtf.binlog.transactions` refuses it.)"""
-    return json_text(_json_plain(v))
+    return json_text(plain_json(v))
 
 
 def negative_time_fix(v: Any) -> Any:

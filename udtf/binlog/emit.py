@@ -2,14 +2,14 @@
 
 After the snapshot, every chunk holds its rows as of its own high watermark. Reading the binlog from the
 smallest high watermark, a row image must reach the output exactly when the chunk that holds its key did not
-already reflect it: when the event lies after that chunk's high watermark. "After" is per server (DESIGN.md
-section 4): a later binlog position (MariaDB consistent-snapshot and plain position watermarks), or, on MySQL
+already reflect it: when the event lies after that chunk's high watermark. "After" is per server
+(docs/DESIGN.md §4): a later binlog position (MariaDB consistent-snapshot and plain position watermarks), or, on MySQL
 with GTIDs, a transaction not in the chunk's executed GTID set. An update judges its before-image and its
 after-image separately, since a key can move between chunks.
 
-Worked example (the seeds' table): chunks ``[1, 101)`` at position 1000, ``[101, 201)`` at 800, ``[201, +inf)``
-at 1500. Reading from 800, a change of key 123 at position 1500 is emitted (1500 > 800); a change of key 50 at
-900 is not (the first chunk's rows already include it, 900 <= 1000).
+Worked example (the DBLog article's table): chunks ``[1, 101)`` at position 1000, ``[101, 201)`` at 800,
+``[201, +inf)`` at 1500. Reading from 800, a change of key 123 at position 1500 is emitted (1500 > 800); a
+change of key 50 at 900 is not (the first chunk's rows already include it, 900 <= 1000).
 
 >>> from mysql_cdc.offsets import BinlogOffset as O
 >>> rule = EmitRule([(None, (101,)), ((101,), (201,)), ((201,), None)],

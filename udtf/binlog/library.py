@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from mysql_cdc.errors import ServerSettingError
+from mysql_cdc.jsontext import JSON_NULL, JsonOpaque
 from mysql_cdc.types import FieldType
-from mysql_cdc.udtf.convert import JSON_NULL, JsonOpaque, MemberIndex
+from mysql_cdc.udtf.convert import MemberIndex
 
 
 def library_image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any]:
@@ -106,9 +107,9 @@ def adapt_library() -> None:
     - ENUM and SET members come as positions: the library decodes member names as UTF-8 whatever the column's
       character set and makes a name it cannot decode '';
     - a value in binary JSON that JSON has no type for (DECIMAL, dates and times, binary data) comes as a
-      :class:`udtf.convert.JsonOpaque` of its type and bytes: the library made binary data lossy text and a
+      :class:`mysql_cdc.jsontext.JsonOpaque` of its type and bytes: the library made binary data lossy text and a
       TIME a time of day;
-    - MySQL's JSON null literal comes as :data:`udtf.convert.JSON_NULL`: the library gives None, and its
+    - MySQL's JSON null literal comes as :data:`mysql_cdc.jsontext.JSON_NULL`: the library gives None, and its
       ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
       reason, and the reasons are kept per event, not per row).
     """

@@ -1,9 +1,9 @@
 """The binlog phase: change rows after the recorded chunk watermarks, each change once.
 
 Reads the binlog from the smallest high watermark of the captured tables' chunks (or from a startup offset)
-up to an end, transaction by transaction, and applies the emit rule (:mod:`udtf.binlog.emit`) to each row image:
-an image reaches the output when the chunk holding its key did not already reflect it. The decision needs
-the key only while an event lies between a table's smallest and largest high watermark; after that every
+up to an end, transaction by transaction (:mod:`.transactions`), and applies the emit rule (:mod:`.emit`) to
+each row image: an image reaches the output when the chunk holding its key did not already reflect it. The
+decision needs the key only while an event lies between a table's smallest and largest high watermark; after that every
 event of the table is emitted. Keys are compared as the server orders them (:mod:`mysql_cdc.keyorder`).
 
 An insert gives ``+I``, an update ``-U`` (before image) and ``+U`` (after image), a delete ``-D``. When a key
@@ -11,8 +11,10 @@ moves between chunks the two images of one update are judged separately, so one 
 applying ``-U`` as a delete by identity and ``+U``/``+I`` as an upsert, in binlog order, on top of the
 snapshot, gives the table.
 
-A DDL statement on a captured table stops the read with :class:`~mysql_cdc.errors.SchemaChangedError`
-naming the table and the position: the chunk plan and the column types no longer describe the rows.
+A DDL statement on a captured table ends a stream's micro-batch just before it (:meth:`BinlogPhase.batch_end`),
+so the stream can follow it (:mod:`udtf.spark.follow`); where it is not followed (option ``schema_changes``
+stop, or a read that meets one it did not plan for) it stops the read with
+:class:`~mysql_cdc.errors.SchemaChangedError` naming the table and the position.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from mysql_cdc.errors import SchemaChangedError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import KeyOrder, key_value
 from mysql_cdc.offsets import BinlogOffset, change_sequence
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog.catchup import keep_boundary, split_points
 from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey

@@ -52,10 +52,11 @@ from typing import Any
 
 from mysql_cdc.errors import BinlogError
 from mysql_cdc.ids import TableId
+from mysql_cdc.jsontext import JSON_NULL
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, MARIADB_TEXT, TEXT_TYPES, spark_type, unicode_codec
 from mysql_cdc.types import FieldType as F
-from mysql_cdc.udtf.convert import JSON_NULL, binlog_fixup, value_converter
+from mysql_cdc.udtf.convert import binlog_fixup, value_converter
 
 _STRINGS: set[int] = {F.STRING, F.VARCHAR, F.VAR_STRING}
 # what each column type (information_schema DATA_TYPE) is logged as; a type not here is left to the library

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 from mysql_cdc.connect import connect, registered_replica_ids, unlisted_replicas
 from mysql_cdc.errors import BinlogError
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
 
 LOCK_PREFIX = "mysql_cdc.server_id."
 

@@ -13,7 +13,8 @@ from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import BinlogError, ConfigError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, is_mariadb_gtids
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.emit import EmitRule
 
 

@@ -22,7 +22,7 @@ from mysql_cdc.ddl import Statement, read_statement
 from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, GtidSet
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.library import adapt_library, check_described, library_image, refuse_partial_json
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.ids import ident, table_ident
-from mysql_cdc.options import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.sql import chunk_where, inline_params
 from mysql_cdc.udtf.convert import fast_select_expr

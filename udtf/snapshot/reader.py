@@ -1,6 +1,6 @@
 """The snapshot reader: one chunk between a low and a high watermark, corrected to the high watermark.
 
-Watermarks are exact per server (DESIGN.md section 4), never the seeds' plain binlog position unless asked:
+Watermarks are exact per server (docs/DESIGN.md §4), never a plain binlog position unless asked:
 
 - ``snapshot`` (MariaDB): ``START TRANSACTION WITH CONSISTENT SNAPSHOT``, then ``binlog_snapshot_file`` /
   ``binlog_snapshot_position``, which match the transaction's read view exactly. The chunk SELECTed in that
@@ -12,9 +12,10 @@ Watermarks are exact per server (DESIGN.md section 4), never the seeds' plain bi
   which is committed (the start of the file the checkpoint names): backfill and correction make it exact.
 - ``gtid`` (MySQL with GTIDs): low = executed GTID set before the read view opens, high = executed set after
   the SELECT; the backfill replays the transactions in high - low (GTID auto-positioning from low).
-- ``position`` (MySQL without GTIDs; the seeds' method): binlog end before and after, backfill between. A
-  transaction written to the binlog but not yet committed in the engine while the low watermark is taken is
-  lost by this method; it is here for servers without GTIDs, with a warning, and so tests can show the loss.
+- ``position`` (MySQL without GTIDs; the method of DBLog and Flink CDC): binlog end before and after,
+  backfill between. A transaction written to the binlog but not yet committed in the engine while the low
+  watermark is taken is lost by this method; it is here for servers without GTIDs, with a warning, and so
+  tests can show the loss.
 
 A table without a primary key cannot be corrected: its rows are identified by all their columns, two equal rows
 are two rows, and a change the SELECT already saw would be applied twice. Its chunks are read at one exact
@@ -46,7 +47,8 @@ from mysql_cdc.errors import LOCK_REFUSED, ConfigError, ServerSettingError, Stat
 from mysql_cdc.ids import ident, quote_ident
 from mysql_cdc.keyorder import KeyOrder, key_value
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.sql import select_chunk_sql
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders

@@ -14,8 +14,9 @@ from pyspark.sql.types import StructType
 
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.errors import ConfigError
-from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
+from mysql_cdc.options import CdcOptions, parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile, resolve_profile
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.plan import describe_table, describe_tables
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore, pin_capture
 from mysql_cdc.udtf.binlog.phase import BinlogPhase

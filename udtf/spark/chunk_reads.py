@@ -1,6 +1,6 @@
 """Chunk reads on the executors, shared by every Spark surface: the chunks spread over partitions, each read
 between its watermarks (:mod:`udtf.snapshot.reader`), its rows handed on, then its watermarks recorded
-(contract C5: a chunk is recorded only after its rows were handed on)."""
+(docs/DESIGN.md, contract C5: a chunk is recorded only after its rows were handed on)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
@@ -90,7 +91,7 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
                 output: Output, failed: Callable[[Chunk, BaseException], ChunkRead] | None = None
                 ) -> Iterator[pa.RecordBatch]:
     """Read chunks one after another (of one table or several: ``readers`` gives each table's reader), each
-    exact at its own watermark; record each after its rows were handed on (contract C5). The next chunk is
+    exact at its own watermark; record each after its rows were handed on (C5). The next chunk is
     read in a thread while this one's batches go to Spark (the drivers release the GIL while they wait on the
     server), so at most two chunks are held at once. ``failed`` gives the read of a chunk whose read raised
     (or raises again): a stream that follows schema changes records a chunk its table's change broke, since

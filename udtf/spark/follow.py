@@ -14,11 +14,11 @@ from typing import Any
 
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.ddl import clause_names, index_only, plainly_kept, renamed_columns, replacing_statement
-from mysql_cdc.errors import StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.plan import describe_now
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import EVOLVE, RESET, SAME, SNAPSHOT, HistoryAction, TableSchema
 from mysql_cdc.state.history import HistoryEntry
 from mysql_cdc.state.store import Round, StateStore
@@ -47,8 +47,7 @@ class SchemaFollower:
     def recorded_schema(self, table: TableId) -> TableSchema:
         schema = self.store.schema(table)
         if schema is None:
-            raise StateError(f"the schema of {str(table)!r} is missing under {self.store.location!r}; the state_dir "
-                             "must stay with the checkpoint")
+            raise self.store.missing(f"the schema of {str(table)!r}")
         return schema
 
     def record(self, table: TableId, at: dict[str, Any], action: HistoryAction, schema: TableSchema | None = None,

@@ -3,8 +3,8 @@ as one DataFrame per table, typed as a read of that one table types it (option `
 
 Each table's DataFrame decodes ``__values`` with the table's schema as the capture recorded it in its
 ``state_dir`` (:mod:`mysql_cdc.rowjson`) and keeps the metadata columns, so its rows equal, value for value,
-what a single-table read of the same rows gives (contract C4). Decoding runs in Spark (``mapInArrow``), one
-pass per table over the input: in ``foreachBatch``, persist the micro-batch first.
+what a single-table read of the same rows gives (docs/DESIGN.md, contract C4). Decoding runs in Spark
+(``mapInArrow``), one pass per table over the input: in ``foreachBatch``, persist the micro-batch first.
 
 With schema changes followed (option ``schema_changes``), each row is decoded with the schema its table had
 where the row was written (the capture's schema history) and given the latest columns: renamed and widened

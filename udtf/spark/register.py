@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mysql_cdc.errors import ConfigError
-from mysql_cdc.options import (
+from mysql_cdc.profiles import (
     PASSWORD_ENV_PREFIX,
     PROFILE_ENV_PREFIX,
     ConnectionProfile,

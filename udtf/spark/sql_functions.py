@@ -16,8 +16,9 @@ from mysql_cdc.chunks import chunk_row
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
-from mysql_cdc.options import CdcOptions, ConnectionProfile, parse_options, resolve_profile
+from mysql_cdc.options import CdcOptions, parse_options
 from mysql_cdc.planner.plan import plan_tables
+from mysql_cdc.profiles import ConnectionProfile, resolve_profile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog.startup import parse_end
 from mysql_cdc.udtf.convert import batch_to_rows

@@ -18,9 +18,10 @@ from mysql_cdc.connect import connect
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
-from mysql_cdc.options import CdcOptions, ConnectionProfile
+from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import table_matches
 from mysql_cdc.planner.plan import check_server_id_claims, describe_now, describe_tables, split_schemas
+from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import RESET, TableSchema
 from mysql_cdc.state.store import Round, StateStore, pin_capture
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
@@ -116,8 +117,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _round(self, index: int) -> Round:
         rnd = self.store.round(index)
         if rnd is None:
-            raise StateError(f"round {index} is missing under {self.store.location!r}; the state_dir must stay with "
-                             "the checkpoint")
+            raise self.store.missing(f"round {index}")
         return rnd
 
     def _round_tables(self, index: int) -> list[TableId]:
