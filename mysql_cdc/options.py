@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from mysql_cdc.errors import ConfigError
 
@@ -93,10 +93,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),
 )
 _SPECS = {s.key: s for s in OPTIONS}
-WATERMARKS = ("auto", "snapshot", "gtid", "position")
-STARTUP_MODES = ("initial", "snapshot", "latest", "earliest", "offset", "timestamp")
-SCHEMA_CHANGES = ("follow", "stop")
-ROW_DECODERS = ("planned", "library")
+# the modes of the options that take one of a few words
+Watermark = Literal["auto", "snapshot", "gtid", "position"]
+Startup = Literal["initial", "snapshot", "latest", "earliest", "offset", "timestamp"]
+SchemaChanges = Literal["follow", "stop"]
+RowDecoder = Literal["planned", "library"]
+WATERMARKS: tuple[str, ...] = get_args(Watermark)
+STARTUP_MODES: tuple[str, ...] = get_args(Startup)
+SCHEMA_CHANGES: tuple[str, ...] = get_args(SchemaChanges)
+ROW_DECODERS: tuple[str, ...] = get_args(RowDecoder)
 SNAPSHOT_STARTUPS = ("initial", "snapshot")  # the startup modes that read the tables' chunks
 
 
@@ -117,22 +122,22 @@ class CdcOptions:
     split_factor_upper: float = 1000.0
     server_id_range: str = "900000-900099"
     unchecked_server_ids: bool = False
-    watermark: str = "auto"
+    watermark: Watermark = "auto"
     state_dir: str | None = None
     fetch_size: int = 8192
     partitions: int = 0
     metadata_columns: bool = True
     connect_timeout: float = 10.0
     tinyint1_as_boolean: bool = False
-    startup: str = "initial"
+    startup: Startup = "initial"
     startup_offset: str | None = None
     startup_timestamp: str | None = None
     end: str = "latest"
     max_chunks_per_batch: int = 0
     max_rows_per_batch: int = 0
-    schema_changes: str = "follow"
+    schema_changes: SchemaChanges = "follow"
     binlog_partitions: int = 1
-    row_decoder: str = "planned"
+    row_decoder: RowDecoder = "planned"
     allow_statement_writes: bool = False
     allow_unlogged_cascades: bool = False
 
