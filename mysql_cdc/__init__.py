@@ -91,7 +91,8 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
 
     ``tables`` / ``exclude`` are the data source's patterns, ``checkpoint`` Spark's checkpoint location and
     ``state_dir`` the capture's (keep both with the target). ``once`` stops at the binlog end taken at the start
-    (``availableNow``), else a micro-batch runs every ``trigger_seconds``. Other ``options`` go to the stream
+    (``availableNow``, or on Spark 4.0 and 4.1 option ``once`` and a stop when caught up: :mod:`udtf.spark.compat`),
+    else a micro-batch runs every ``trigger_seconds``. Other ``options`` go to the stream
     (``chunk_size``, ``max_chunks_per_batch``, ...). ``on_batch`` is called with each batch's
     :class:`~mysql_cdc.udtf.sync.job.BatchStats` (a classic session: it runs in this process). The target is
     created, or checked, before any data is read. See :mod:`mysql_cdc.udtf.sync.job`.
@@ -99,6 +100,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, tighten_umask
+    from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS, start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
@@ -123,9 +125,14 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     schemas = [(store.schema(s.table) if store is not None else None) or s for s in current]
     check_tables(schemas)
     register(spark, profiles)
-    trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
+    trigger = once_trigger() if once else {"processingTime": f"{trigger_seconds} seconds"}
+    if once:
+        merged["once"] = "true"
     if remote:  # the server's batch function locks, where it writes
-        return start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)
+        query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)
+        if once:
+            stop_when_caught_up(query)
+        return query
     tighten_umask()
     locks = hold_sync_locks(state_dir, to)
     try:
@@ -134,4 +141,6 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
         release_sync_locks(locks)
         raise
     keep_sync_locks(spark, locks, query)
+    if once:
+        stop_when_caught_up(query)
     return query

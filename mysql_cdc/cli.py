@@ -191,6 +191,7 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     """The snapshot, then the binlog, into files (a Structured Streaming query with local Spark)."""
     _check_source(ns)
     import mysql_cdc
+    from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
 
     spark = _local_spark(ns.master, "mysql-cdc follow")
     mysql_cdc.register(spark)
@@ -199,13 +200,15 @@ def cmd_follow(ns: argparse.Namespace) -> int:
                        ("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
                        ("max_rows_per_batch", ns.max_rows_per_batch), ("chunk_key", ns.chunk_key),
                        ("schema_changes", ns.schema_changes), ("binlog_partitions", ns.binlog_partitions),
-                       *_flags(ns)):
+                       ("once", "true" if ns.once else None), *_flags(ns)):
         if value is not None:
             reader = reader.option(key, value)
     writer = (reader.load().writeStream.format(ns.format).option("path", ns.out)
               .option("checkpointLocation", ns.checkpoint))
-    writer = writer.trigger(availableNow=True) if ns.once else writer.trigger(processingTime=f"{ns.interval} seconds")
+    writer = writer.trigger(**once_trigger()) if ns.once else writer.trigger(processingTime=f"{ns.interval} seconds")
     query = writer.start()
+    if ns.once:
+        stop_when_caught_up(query)
     seen = -1
     progress = Progress()
 

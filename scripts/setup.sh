@@ -38,3 +38,4 @@ PY
   touch "$stamp"
 fi
 bash scripts/provision_mysql.sh
+bash scripts/setup_spark_versions.sh

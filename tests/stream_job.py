@@ -18,17 +18,24 @@ import mysql_cdc
 
 def start(spark: Any, url: str, table: str, state: str, checkpoint: str, out: str, trigger: str,
           max_chunks: int = 1, **options: Any) -> Any:
+    from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
+
     mysql_cdc.register(spark, {"src": url})
     which = ("tables", table[len("tables="):]) if table.startswith("tables=") else ("table", table)
     reader = (spark.readStream.format("mysql_cdc").option("source", "src").option(*which)
               .option("state_dir", state).option("max_chunks_per_batch", max_chunks))
+    if trigger == "availableNow":  # to the end: availableNow, or where Python sources lack it, option once
+        reader = reader.option("once", "true")
     for k, v in options.items():
         reader = reader.option(k, v)
     writer = (reader.load().writeStream.format("parquet").option("path", out)
               .option("checkpointLocation", checkpoint))
-    writer = writer.trigger(availableNow=True) if trigger == "availableNow" else writer.trigger(
+    writer = writer.trigger(**once_trigger()) if trigger == "availableNow" else writer.trigger(
         processingTime="0.5 seconds")
-    return writer.start()
+    query = writer.start()
+    if trigger == "availableNow":
+        stop_when_caught_up(query)
+    return query
 
 
 def main(argv: list[str]) -> int:

@@ -213,8 +213,6 @@ def _kill(p: subprocess.Popen[bytes]) -> None:
 
 def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch(
         profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-
     from mysql_cdc.options import parse_options
     from mysql_cdc.udtf.spark.stream_reader import MysqlCdcStreamReader
 
@@ -229,26 +227,26 @@ def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch
 
     off = reader.initialOffset()
     assert off["phase"] == "snapshot" and off["chunks"] >= 3
-    snap_end = reader.latestOffset(off, ReadAllAvailable())
+    snap_end = reader.next_offset(off, 0)
     assert snap_end["chunk"] == snap_end["chunks"] and rows(off, snap_end) == 300
-    first = reader.latestOffset(snap_end, ReadAllAvailable())
+    first = reader.next_offset(snap_end, 0)
     assert first["phase"] == "binlog"
     assert rows(snap_end, first) == 0
     cur = root.cursor()
     for i in range(3):
         cur.execute("INSERT INTO other (v) VALUES (%s)", (i,))  # only a table that is not captured changes
-    idle = reader.latestOffset(first, ReadAllAvailable())
+    idle = reader.next_offset(first, 0)
     assert (binlog_file_key(idle["file"]), idle["pos"]) > (binlog_file_key(first["file"]), first["pos"])
     assert rows(first, idle) == 0
     reader.commit(idle)
     assert reader.store.offset(f"{db}.t") == idle
     for k in range(1, 11):
         cur.execute("UPDATE t SET v = v + 1 WHERE id = %s", (k,))  # two change rows each
-    bounded = reader.latestOffset(idle, ReadMaxRows(4))
+    bounded = reader.next_offset(idle, 4)
     assert rows(idle, bounded) == 4
-    rest = reader.latestOffset(bounded, ReadAllAvailable())
+    rest = reader.next_offset(bounded, 0)
     assert rows(bounded, rest) == 16
-    assert reader.latestOffset(rest, ReadAllAvailable()) == rest  # nothing new: the same offset
+    assert reader.next_offset(rest, 0) == rest  # nothing new: the same offset
 
 
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the CLI's follow: on MariaDB, tests/test_multi_table.py

@@ -21,7 +21,7 @@ from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks
 from mysql_cdc.udtf.spark.output import Output
-from mysql_cdc.udtf.spark.stream_reader import MysqlCdcStreamReader
+from mysql_cdc.udtf.spark.stream_reader import stream_reader
 
 
 class MysqlCdcReader(DataSourceReader):
@@ -50,7 +50,7 @@ class MysqlCdcReader(DataSourceReader):
 
 # options a batch read (the snapshot) would ignore: refused instead
 STREAM_ONLY_OPTIONS = ("startup", "startup_offset", "startup_timestamp", "end", "max_chunks_per_batch",
-                       "max_rows_per_batch", "binlog_partitions")
+                       "max_rows_per_batch", "binlog_partitions", "once")
 
 
 def build_data_source(profiles: Mapping[str, ConnectionProfile], parallelism: int | None = None) -> type:
@@ -91,6 +91,6 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile], parallelism: in
 
         def streamReader(self, schema: StructType) -> DataSourceStreamReader:
             profile, opts = self._opts()
-            return MysqlCdcStreamReader(profile, opts, self._parallelism or os.cpu_count() or 1)
+            return stream_reader(profile, opts, self._parallelism or os.cpu_count() or 1)
 
     return MysqlCdcDataSource

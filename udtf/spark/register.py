@@ -22,6 +22,7 @@ from mysql_cdc.profiles import (
     profile_from_url,
     url_holds_password,
 )
+from mysql_cdc.udtf.spark.compat import check_pyspark
 
 # Our package, and the pure-Python drivers the executors need, shipped to a Connect server for batch queries
 # (python-mysql-replication imports `packaging`, which a server with only pyspark[connect] may lack).
@@ -106,12 +107,13 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     is shipped to the server as a session artifact unless ``ship_code=False`` (batch queries only; streaming
     needs the package installed in the server's Python).
     """
+    remote = _is_connect(spark)
+    check_pyspark(str(spark.version) if remote else None)  # one clear error before anything version-bound loads
     from mysql_cdc.udtf.spark.batch_source import build_data_source
     from mysql_cdc.udtf.spark.output import CHUNK_TABLE_DDL
     from mysql_cdc.udtf.spark.sql_functions import build_binlog_udtf, build_chunks_udtf, build_snapshot_udtf
 
     profs = _profiles(profiles)
-    remote = _is_connect(spark)
     check_conf_secrets(_conf_items(spark, remote))
     if remote:
         from pyspark.sql.connect.udtf import _create_py_udtf

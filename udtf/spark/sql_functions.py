@@ -151,6 +151,9 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                 raise ConfigError(f"binlog_partitions {opts.binlog_partitions!r} does nothing in mysql_cdc_binlog, "
                                   "which reads its range in one Spark task: read a backlog in parallel with "
                                   "spark.readStream.format('mysql_cdc') and option binlog_partitions, or drop it")
+            if opts.once:
+                raise ConfigError("once does nothing in mysql_cdc_binlog, which ends at option end (default: the "
+                                  "binlog's end when the read starts): drop it")
             profile = resolve_profile(opts, MysqlCdcBinlog._profiles)
             facts, schemas = planned_tables(profile, opts)
             return SnapshotAnalyzeResult(schema=Output(schemas, opts).spark_schema(), schemas=schemas, facts=facts,

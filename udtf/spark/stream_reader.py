@@ -11,7 +11,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import connect
@@ -31,6 +30,7 @@ from mysql_cdc.udtf.binlog.transactions import SchemaChange
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
 from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.compat import admission_control
 from mysql_cdc.udtf.spark.follow import SchemaFollower
 from mysql_cdc.udtf.spark.output import Output, changes_need_metadata, output_schema, reset_batch
 from mysql_cdc.udtf.spark.stream_offsets import (
@@ -47,7 +47,7 @@ log = logging.getLogger("mysql_cdc")
 SPLIT_MIN_BYTES = 1 << 20  # parallel catch-up: no part of a micro-batch's binlog range is shorter
 
 
-class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class MysqlCdcStreamReader(DataSourceStreamReader):
     """Snapshot chunks first (a few per micro-batch), then the binlog forever. Offsets are small: the chunk
     plan and the chunks' watermarks live in ``state_dir``; an offset holds a chunk count or a binlog point.
 
@@ -59,7 +59,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     offset says how many rounds are done, so a re-run batch reads the same tables.
 
     Offsets: :class:`SnapshotOffset` and :class:`BinlogStreamOffset` (:mod:`.stream_offsets`). Schema changes
-    are followed by a :class:`SchemaFollower` (:mod:`.follow`)."""
+    are followed by a :class:`SchemaFollower` (:mod:`.follow`). What Spark calls differs by version
+    (:mod:`.compat`): :func:`stream_reader` makes the flavour this pyspark takes."""
 
     def __init__(self, profile: ConnectionProfile, opts: CdcOptions, parallelism: int = 1) -> None:
         if not opts.state_dir:
@@ -231,18 +232,16 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = read_from(self.profile, self.facts, self.opts, None)
         return BinlogStreamOffset(start, 1 if self.many else None).to_dict()
 
-    def prepareForTriggerAvailableNow(self) -> None:
+    def _stop_at_the_end_now(self) -> None:
+        """The run ends at the binlog's end now (``availableNow``, option ``once``)."""
         self._target = server_end(self.profile, self.facts)
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self.opts.max_rows_per_batch:
-            return ReadMaxRows(self.opts.max_rows_per_batch)
-        return ReadAllAvailable()
 
     def _step(self, k: int, n: int) -> int:
         return min(n, k + (self.opts.max_chunks_per_batch or n))
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def next_offset(self, start: dict[str, Any], max_rows: int) -> dict[str, Any]:
+        """Where the micro-batch that starts at ``start`` ends: the next chunks of the snapshot, or the binlog
+        up to its end (or the run's), by ``max_rows`` change rows at most (rounded up to whole transactions)."""
         at = parse_stream_offset(start)
         if isinstance(at, SnapshotOffset):
             if at.chunk < at.chunks:
@@ -284,7 +283,6 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             captured = self._captured(rounds)
             rules = self._rules_of(rounds) if self.many else {}  # a table's creation before its snapshot is no stop
             phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), rules)
-            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
             follow = self.opts.schema_changes == "follow"
             end = phase.batch_end(begin, end, max_rows, watch=self._watch(captured) if self.many else None,
                                   drops=self.many, follow=follow)
@@ -453,3 +451,63 @@ class MysqlCdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = SnapshotReader(self.profile, recorded, self.facts, self.opts).binlog_end_now()
         return ChunkRead(chunk, end, end, iter(()))
 
+
+if admission_control():  # pyspark 4.2+: Spark hands the source its start and a read limit
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    class LimitedStreamReader(MysqlCdcStreamReader, SupportsTriggerAvailableNow):
+        """The stream where Spark gives each batch's start and a limit (``max_rows_per_batch``)."""
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            self._stop_at_the_end_now()
+
+        def getDefaultReadLimit(self) -> ReadLimit:
+            if self.opts.max_rows_per_batch:
+                return ReadMaxRows(self.opts.max_rows_per_batch)
+            return ReadAllAvailable()
+
+        def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+            if self.opts.once and self._target is None:
+                self._stop_at_the_end_now()
+            return self.next_offset(start, limit.max_rows if isinstance(limit, ReadMaxRows) else 0)
+
+
+class TrackedStreamReader(MysqlCdcStreamReader):
+    """The stream where Spark gives no start to ``latestOffset()`` (pyspark 4.0, 4.1): the source keeps where
+    the next batch starts. Spark runs a batch from its last end to what ``latestOffset()`` returns, and tells a
+    restarted source the latest offset of its checkpoint with ``partitions(latest, latest)``, so the start is
+    the last offset returned, planned or told. Batches are bounded by ``max_rows_per_batch`` as with a limit."""
+
+    def __init__(self, profile: ConnectionProfile, opts: CdcOptions, parallelism: int = 1) -> None:
+        super().__init__(profile, opts, parallelism)
+        self._start: dict[str, Any] | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        offset = super().initialOffset()
+        if self._start is None:
+            self._start = offset
+        return offset
+
+    def latestOffset(self) -> dict[str, Any]:  # type: ignore[override]  # pyspark 4.0 and 4.1 call it so
+        if self._start is None:  # a new query: Spark asks for its initial offset first; else told by now
+            self._start = super().initialOffset()
+        if self.opts.once and self._target is None:
+            self._stop_at_the_end_now()
+        self._start = self.next_offset(self._start, self.opts.max_rows_per_batch)
+        return self._start
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        self._start = end
+        return super().partitions(start, end)
+
+
+def stream_reader(profile: ConnectionProfile, opts: CdcOptions, parallelism: int = 1) -> MysqlCdcStreamReader:
+    """The stream reader of this pyspark (:mod:`.compat`)."""
+    if admission_control():
+        return LimitedStreamReader(profile, opts, parallelism)
+    return TrackedStreamReader(profile, opts, parallelism)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The other supported Spark versions (idempotent): a virtual environment each with the project's dependencies
+# and that pyspark (.venv-spark-<version>: tests/test_spark_versions.py runs again under it), and a thin
+# client of each (.venv-client-<version>: pyspark-client of that version and the package's own dependencies).
+# The main .venv (scripts/setup.sh) holds the newest, pyspark 4.3, under which the whole suite runs.
+# MYSQL_CDC_SPARK_VERSIONS="4.0.5:4.0.4 ..." picks others (server:client); empty: none.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py="${PYTHON:-python3}"
+versions="${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}"
+deps() {  # the project's dependencies for the extras given, with pyspark pinned to $1
+  .venv/bin/python - "$@" <<'PY'
+import sys, tomllib
+spark, extras = sys.argv[1], sys.argv[2:]
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+x = p["optional-dependencies"]
+reqs = p["dependencies"] + [d for k in extras for d in x[k]]
+print("\n".join(f"pyspark[connect]=={spark}" if r.startswith("pyspark") else r for r in reqs))
+PY
+}
+make_venv() {  # venv, stamp text, requirements...
+  local venv="$1" tag="$2"; shift 2
+  local stamp="$venv/.deps-$(printf '%s %s' "$tag" "$(sha256sum pyproject.toml)" | sha256sum | cut -c1-16)"
+  [ -f "$stamp" ] && return 0
+  echo "installing $venv"
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q "$@"
+  touch "$stamp"
+}
+for pair in $versions; do
+  server="${pair%%:*}" client="${pair##*:}"
+  mapfile -t reqs < <(deps "$server" spark fast test delta)
+  make_venv ".venv-spark-$server" "$server" "${reqs[@]}"
+  mapfile -t own < <(deps "$server")
+  make_venv ".venv-client-$client" "$client" "pyspark-client==$client" "${own[@]}" "pandas>=2.2,<3"
+done

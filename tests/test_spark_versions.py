@@ -1,0 +1,207 @@
+"""What differs between the pyspark versions the package supports (4.0 to 4.3), on the Spark this test process
+runs: ``scripts/test.sh`` runs the whole suite on pyspark 4.3 and these tests (marker ``versions``) again under
+each other version's interpreter (``.venv-spark-<version>``), on both servers.
+
+What differs is the stream (no admission-control API before 4.2: the source tracks its start itself and bounds
+its batches, and a run to the end is stopped when it caught up) and what rides on it: the many-table stream
+with a schema change followed, a kill -9 and restart, the sync job. The batch surfaces (data source, SQL
+functions, view) and a Spark Connect thin client of this version run too.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import mysql_cdc
+from mysql_cdc.ids import TableId
+from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.state.store import StateStore
+from mysql_cdc.udtf.spark.compat import admission_control
+from tests.conftest import ROOT, _repo_env, wait_until
+from tests.helpers import insert_rows, profile_url
+from tests.servers import ServerInfo
+from tests.stream_job import start as start_stream
+from tests.test_streaming import _checkpoint_state, _kill, _tail
+
+pytestmark = pytest.mark.versions
+
+TABLES = {"a": "id INT PRIMARY KEY, v INT NOT NULL", "b": "k VARCHAR(12) PRIMARY KEY, v INT NOT NULL",
+          "c": "x INT, y INT, v INT NOT NULL, PRIMARY KEY (x, y)"}
+KEYS = {"a": ["id"], "b": ["k"], "c": ["x", "y"]}
+
+
+def _key(t: str, i: int) -> tuple[Any, ...]:
+    return {"a": (i,), "b": (f"k{i:05d}",), "c": (i % 7, i)}[t]
+
+
+def _make(root: Any, rows: int = 300) -> None:
+    for t, cols in TABLES.items():
+        root.cursor().execute(f"CREATE TABLE {t} ({cols})")
+        insert_rows(root, t, [*KEYS[t], "v"], [(*_key(t, i), i) for i in range(rows)])
+
+
+def _change(root: Any, seed: int) -> None:
+    """Updates, deletes, inserts and a key moved, in every table."""
+    cur = root.cursor()
+    for t in TABLES:
+        where = " AND ".join(f"{c} = %s" for c in KEYS[t])
+        for i in range(seed, seed + 20):
+            cur.execute(f"UPDATE {t} SET v = v + 1 WHERE {where}", _key(t, i))
+        cur.execute(f"DELETE FROM {t} WHERE {where}", _key(t, seed + 30))
+        cur.execute(f"INSERT IGNORE INTO {t} ({', '.join(KEYS[t])}, v) VALUES "
+                    f"({', '.join(['%s'] * (len(KEYS[t]) + 1))})", (*_key(t, 1000 + seed), 7))
+
+
+def _source(info: ServerInfo, db: str, t: str, cols: list[str]) -> collections.Counter[tuple[Any, ...]]:
+    conn = info.connect(root=True, database=db)
+    cur = conn.cursor()
+    cur.execute(f"SELECT {', '.join(cols)} FROM {t}")
+    out = collections.Counter(tuple(r) for r in cur.fetchall())
+    conn.close()
+    return out
+
+
+def test_this_spark_is_the_one_under_test() -> None:
+    import pyspark
+
+    want = os.environ.get("MYSQL_CDC_SPARK_VERSION")
+    assert want is None or pyspark.__version__ == want, (pyspark.__version__, want)
+    assert admission_control() == (tuple(int(x) for x in pyspark.__version__.split(".")[:2]) >= (4, 2))
+
+
+def test_the_batch_surfaces_on_this_spark(classic_spark: Any, profile: ConnectionProfile, db: str, root: Any
+                                          ) -> None:
+    """The data source, the SQL table functions and a view over the data source."""
+    _make(root)
+    spark = classic_spark
+    mysql_cdc.register(spark, {"src": profile_url(profile)})
+    df = spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.a").option(
+        "chunk_size", 50).load()
+    assert df.count() == 300 and df.columns[:2] == ["id", "v"]
+    got = spark.sql(f"""SELECT count(*) AS n, count(DISTINCT __chunk_id) AS chunks FROM mysql_cdc_snapshot(
+        TABLE(SELECT * FROM mysql_cdc_chunks(source => 'src', tables => '{db}[.]b', chunk_size => 100))
+        WITH SINGLE PARTITION, source => 'src', table => '{db}.b')""").collect()[0]
+    assert (got["n"], got["chunks"]) == (300, 3)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW v_c USING mysql_cdc OPTIONS (source 'src', table '{db}.c')")
+    assert spark.sql("SELECT sum(v) AS s FROM v_c").collect()[0]["s"] == sum(range(300))
+
+
+def test_a_many_table_stream_runs_to_its_end_in_bounded_batches_and_follows_a_schema_change(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    _make(root)
+    args = (profile_url(profile), f"tables={db}[.](a|b|c)", str(tmp_path / "state"), str(tmp_path / "ck"),
+            str(tmp_path / "out"))
+    q = start_stream(classic_spark, *args, "availableNow", max_chunks=2, chunk_size=100)
+    assert q.awaitTermination(300), "the run did not end when caught up"
+    assert q.exception() is None, q.exception()
+    committed, phase = _checkpoint_state(str(tmp_path / "ck"))
+    assert committed >= 5 and phase == "binlog"  # 9 chunks, 2 a batch: bounded on every Spark
+    _change(root, 40)
+    root.cursor().execute("ALTER TABLE a ADD COLUMN n INT NULL")  # followed in place
+    root.cursor().execute("UPDATE a SET n = 5, v = v + 100 WHERE id < 10")
+    _change(root, 80)
+    q = start_stream(classic_spark, *args, "availableNow", max_chunks=2, chunk_size=100, max_rows_per_batch=30)
+    assert q.awaitTermination(300) and q.exception() is None, q.exception()
+    assert _checkpoint_state(str(tmp_path / "ck"))[0] >= committed + 3  # the changes in batches of ~30 rows
+    frames = mysql_cdc.split(classic_spark.read.parquet(str(tmp_path / "out")), str(tmp_path / "state"))
+    for t in TABLES:
+        cols = [*KEYS[t], "v", *(["n"] if t == "a" else [])]
+        rows = frames[f"{db}.{t}"].select(*cols, "__op", "_change_seq").collect()
+        mirror: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for r in sorted(rows, key=lambda r: r["_change_seq"]):
+            key = tuple(r[c] for c in KEYS[t])
+            if r["__op"] in ("-U", "-D"):
+                mirror.pop(key, None)
+            else:
+                mirror[key] = tuple(r[c] for c in cols)
+        assert collections.Counter(mirror.values()) == _source(info, db, t, cols), t
+    assert "evolve" in [e.action for e in StateStore(str(tmp_path / "state")).history(TableId(db, "a"))]
+
+
+def _sync(args: list[str], profile: ConnectionProfile, log: str) -> subprocess.Popen[bytes]:
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+    with open(log, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "mysql_cdc", "sync", "--source", "src", *args, "--master",
+                                 "local[2]"], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
+                                               tmp_path: Any) -> None:
+    import deltalake
+
+    from mysql_cdc.udtf.sync.mirror import table_path
+
+    _make(root)
+    to, ck, state, log = (str(tmp_path / n) for n in ("lake", "ck", "state", "log"))
+    args = ["--tables", f"{db}[.](a|b|c)", "--to", to, "--checkpoint", ck, "--state-dir", state, "--chunk-size",
+            "100", "--max-chunks-per-batch", "2", "--interval", "0.2"]
+    p = _sync(args, profile, log)
+    wait_until(lambda: _checkpoint_state(ck)[0] >= 2 or p.poll() is not None, 300, "two committed batches")
+    assert p.poll() is None, _tail(log)
+    _change(root, 40)
+    _kill(p)
+    _change(root, 80)
+    p = _sync([*args, "--once"], profile, log)
+    assert p.wait(300) == 0, _tail(log)
+    for t in TABLES:
+        cols = [*KEYS[t], "v"]
+        data = deltalake.DeltaTable(table_path(to, TableId(db, t))).to_pyarrow_table(columns=cols)
+        got = collections.Counter(zip(*(data.column(c).to_pylist() for c in cols)))
+        assert got == _source(info, db, t, cols), t
+
+
+THIN_CLIENT = """
+import json, sys, time
+from pyspark.sql import SparkSession
+import mysql_cdc
+from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
+
+url, db, out, ck, state = sys.argv[1:6]
+spark = SparkSession.builder.remote(url).getOrCreate()
+mysql_cdc.register(spark, {"src": sys.stdin.readline().strip()})
+n = spark.read.format("mysql_cdc").option("source", "src").option("table", db + ".a").load().count()
+chunks = spark.sql("SELECT count(*) AS c FROM mysql_cdc_chunks(source => 'src', tables => '" + db
+                   + "[.]b', chunk_size => 100)").collect()[0]["c"]
+q = (spark.readStream.format("mysql_cdc").option("source", "src").option("tables", db + "[.]c")
+     .option("state_dir", state).option("once", "true").option("max_chunks_per_batch", 1).load()
+     .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
+     .trigger(**once_trigger()).start())
+stop_when_caught_up(q)
+ended = q.awaitTermination(300)
+rows = spark.read.parquet(out).count()
+print(json.dumps({"client": __import__("pyspark").__version__, "server": spark.version, "rows": n,
+                  "chunks": chunks, "ended": ended, "streamed": rows}))
+spark.stop()
+"""
+
+
+def test_a_thin_client_of_this_spark(plugin_connect: Any, profile: ConnectionProfile, db: str, root: Any,
+                                     tmp_path: Any) -> None:
+    """Spark Connect from the thin client (``pyspark-client``) of this Spark's version, against a server of it:
+    batch reads, a SQL function, and a stream to its end (the server has the package, as streaming needs)."""
+    import pyspark
+
+    _make(root)
+    client = os.environ.get("MYSQL_CDC_CLIENT_PYTHON", sys.executable)
+    script = tmp_path / "client.py"
+    script.write_text(THIN_CLIENT)
+    env = _repo_env(True)
+    env.pop("PYSPARK_PYTHON", None)
+    out = subprocess.run([client, str(script), plugin_connect.url, db, str(tmp_path / "out"), str(tmp_path / "ck"),
+                          str(tmp_path / "state")], input=profile_url(profile) + "\n", env=env, cwd=str(tmp_path),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["server"].split(".")[:2] == pyspark.__version__.split(".")[:2]
+    if client != sys.executable:  # the thin client of this version
+        assert got["client"].split(".")[:2] == pyspark.__version__.split(".")[:2], got
+    assert (got["rows"], got["chunks"], got["ended"], got["streamed"]) == (300, 3, True, 300), got

@@ -1,0 +1,99 @@
+"""What differs between the pyspark versions this package runs on, 4.0 to 4.3: found by looking for the
+feature, in this one module, never by version checks spread through the code.
+
+- The streaming admission-control API (``pyspark.sql.streaming.datasource``: ``ReadLimit``,
+  ``SupportsTriggerAvailableNow``, ``latestOffset(start, limit)``) exists from 4.2. On 4.0 and 4.1 a Python
+  stream source has ``latestOffset()`` without its start, and ``Trigger.AvailableNow`` ends after the one batch
+  its first ``latestOffset()`` plans. The stream then tracks its start itself (Spark tells a restarted source
+  the latest offset it saw, by ``partitions(latest, latest)``), bounds its batches by its own options, and a
+  run that ends when it has caught up (``--once``, ``once=True``) reads with option ``once`` under a
+  processing-time trigger and is stopped once the source reports nothing more (:func:`stop_when_caught_up`).
+- Everything else the package uses (Python data sources, batch and streaming; Python UDTFs with ``analyze``
+  and TABLE arguments; Arrow-optimized UDTFs; ``spark.dataSource.register`` over Spark Connect) is in 4.0.
+
+>>> supported("4.0.5"), supported("4.3.0"), supported("3.5.3"), supported("4.4.0")
+(True, True, False, False)
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import re
+import threading
+import time
+from typing import Any
+
+from mysql_cdc.errors import ConfigError
+
+LOWEST, HIGHEST = (4, 0), (4, 3)  # the pyspark versions (major, minor) this package supports, both included
+SUPPORTED = f"{LOWEST[0]}.{LOWEST[1]} to {HIGHEST[0]}.{HIGHEST[1]}"
+_log = logging.getLogger("mysql_cdc")
+
+
+def supported(version: str) -> bool:
+    """Whether a pyspark (or Spark) version string is in the supported range."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return m is not None and LOWEST <= (int(m.group(1)), int(m.group(2))) <= HIGHEST
+
+
+def check_pyspark(server_version: str | None = None) -> str:
+    """The installed pyspark's version, if supported (and the Spark server's, from a Connect session); else one
+    clear error naming the supported range, never an ImportError from inside the package."""
+    try:
+        import pyspark
+    except ImportError as e:
+        raise ConfigError(f"pyspark cannot be imported ({e}); this package runs with pyspark {SUPPORTED}: "
+                          "pip install 'pyspark-mysql-cdc[spark]', or beside your cluster's pyspark") from None
+    version = str(getattr(pyspark, "__version__", "?"))
+    if not supported(version):
+        raise ConfigError(f"pyspark {version} is installed, and this package runs with pyspark {SUPPORTED}: install "
+                          f"one of those (pip install 'pyspark[connect]>=4.0,<4.4')")
+    if server_version is not None and not supported(server_version):
+        raise ConfigError(f"the Spark Connect server runs Spark {server_version}, and this package runs with Spark "
+                          f"{SUPPORTED}")
+    return version
+
+
+@functools.cache
+def admission_control() -> bool:
+    """Whether stream sources get their start and a read limit (``latestOffset(start, limit)``, pyspark 4.2+)."""
+    try:
+        return importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None
+    except ImportError:
+        return False
+
+
+def once_trigger() -> dict[str, Any]:
+    """The trigger of a run that ends when it has caught up: ``availableNow`` where the source supports it,
+    else batches back to back (the run is stopped by :func:`stop_when_caught_up`)."""
+    return {"availableNow": True} if admission_control() else {"processingTime": "0 seconds"}
+
+
+def stop_when_caught_up(query: Any, poll: float = 0.2) -> threading.Thread | None:
+    """Where Spark cannot end a stream by itself when it has caught up (no ``availableNow`` for Python sources
+    on 4.0 and 4.1), stop ``query`` once its source, read with option ``once``, has nothing more: a trigger
+    after a batch found no new data. ``None`` where Spark ends it by itself."""
+    if admission_control():
+        return None
+
+    def watch() -> None:
+        seen = None
+        while query.isActive:
+            try:
+                status, progress = query.status, query.lastProgress
+            except Exception:  # the query ended meanwhile, or the session is going
+                return
+            idle = progress is not None and not status.get("isDataAvailable") and not status.get("isTriggerActive")
+            batch = progress.get("batchId") if progress else None
+            if idle and seen == batch:  # twice the same batch, idle, and no data since: caught up
+                _log.info("mysql_cdc: the stream caught up at batch %s: stopping it (option once)", batch)
+                query.stop()
+                return
+            seen = batch if idle else None
+            time.sleep(poll)
+
+    thread = threading.Thread(target=watch, name="mysql_cdc-once", daemon=True)
+    thread.start()
+    return thread
