@@ -77,8 +77,8 @@ base() {
   # pyspark is an sdist: built as a wheel in an isolated environment, whatever pip version the base has
   pip_install --use-pep517 "pyspark[connect]==$PYSPARK_VERSION" "pandas>=2.2,<3"
   ln -sfn "$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" "$PREFIX/spark"
-  [ -x "$PREFIX/spark/sbin/start-connect-server.sh" ] \
-    || { echo "install.sh: pyspark has no sbin/start-connect-server.sh" >&2; exit 1; }
+  [ -x "$PREFIX/spark/sbin/spark-daemon.sh" ] && compgen -G "$PREFIX/spark/jars/spark-connect_*.jar" >/dev/null \
+    || { echo "install.sh: pyspark has no sbin/spark-daemon.sh or no Spark Connect server jar" >&2; exit 1; }
 }
 
 package() {

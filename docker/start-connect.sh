@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The image's entry point: pyspark's Spark Connect server (sbin/start-connect-server.sh) in the foreground, in
+# The image's entry point: pyspark's Spark Connect server (run by sbin/spark-daemon.sh) in the foreground, in
 # local mode, with this package installed in the Python its workers run (streaming queries need it there:
 # Spark 4.3 streaming queries do not see the code a client ships as session artifacts).
 #
@@ -12,7 +12,7 @@
 #   SPARK_CONNECT_AUTHENTICATE_TOKEN_FILE  optional file holding a pre-shared token clients must present
 #   SPARK_DRIVER_MEMORY      the server JVM's heap (spark-submit's default is 1g)
 #   MYSQL_CDC_WORK_DIR       working directory (spark-warehouse, logs); default /var/lib/mysql-cdc, the volume
-# Arguments go to start-connect-server.sh (spark-submit options, e.g. --conf spark.sql.shuffle.partitions=8).
+# Arguments go to spark-submit (e.g. --conf spark.sql.shuffle.partitions=8).
 #
 # Why 0.0.0.0 by default: a container has its own network namespace, and `docker run -p` forwards a published
 # port to the container's own interface, never to the container's loopback; a server bound to 127.0.0.1 inside
@@ -55,14 +55,17 @@ cd "$work"
 
 # local mode: the driver's own RPC and block manager stay on the loopback (no executor connects from
 # elsewhere); the UI is off (it would open another port on every interface).
-"$SPARK_HOME/sbin/start-connect-server.sh" --master "local[$cores]" \
+# what sbin/start-connect-server.sh does (pyspark 4.3 has that script; 4.0 to 4.2 only spark-daemon.sh and the jar)
+export SPARK_CONNECT_MODE=0
+"$SPARK_HOME/sbin/spark-daemon.sh" submit org.apache.spark.sql.connect.service.SparkConnectServer 1 \
+  --name "Spark Connect server" --master "local[$cores]" \
   --conf "spark.connect.grpc.binding.address=$bind" \
   --conf "spark.connect.grpc.binding.port=$port" \
   --conf spark.driver.bindAddress=127.0.0.1 --conf spark.driver.host=127.0.0.1 \
   --conf spark.ui.enabled=false \
   "$@" &
 server=$!
-# start-connect-server.sh keeps a shell between us and the JVM even in the foreground. A stop signal goes to the
+# spark-daemon.sh keeps a shell between us and the JVM even in the foreground. A stop signal goes to the
 # JVM only, so its shutdown hooks run (stopping streaming queries and the SparkContext) while that shell waits
 # for it; signalling the whole group would end the shell first, and with it the container, under the JVM.
 stopping=0

@@ -38,10 +38,12 @@ __all__ = [
     "StateError",
     "TableError",
     "UnsupportedTypeError",
+    "once_trigger",
     "parse_options",
     "plan_chunks",
     "register",
     "split",
+    "stop_when_caught_up",
     "sync",
 ]
 
@@ -54,6 +56,29 @@ def register(spark: Any, profiles: Any = None, *, ship_code: bool | None = None)
     from mysql_cdc.udtf.spark.register import register as _register
 
     _register(spark, profiles, ship_code=ship_code)
+
+
+def once_trigger() -> dict[str, Any]:
+    """The keyword arguments of ``DataStreamWriter.trigger`` for a stream read with option ``once``, on this
+    Spark: ``availableNow`` (4.2 and later), else back-to-back batches that :func:`stop_when_caught_up` ends::
+
+        q = (spark.readStream.format("mysql_cdc").option("once", True)...load()
+             .writeStream.trigger(**mysql_cdc.once_trigger())...start())
+        mysql_cdc.stop_when_caught_up(q)
+        q.awaitTermination()
+    """
+    from mysql_cdc.udtf.spark.compat import once_trigger as _once_trigger
+
+    return _once_trigger()
+
+
+def stop_when_caught_up(query: Any) -> None:
+    """Stop ``query`` (a stream read with option ``once`` under :func:`once_trigger`) once it has caught up,
+    where Spark does not end it by itself (4.0 and 4.1); nothing where it does. Returns at once: a
+    daemon thread watches the query's status."""
+    from mysql_cdc.udtf.spark.compat import stop_when_caught_up as _stop
+
+    _stop(query)
 
 
 def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[str, Any]]:
@@ -100,13 +125,14 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, tighten_umask
-    from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
+    from mysql_cdc.udtf.spark.compat import check_pyspark, once_trigger, stop_when_caught_up
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS, start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
     from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks, release_sync_locks
 
     remote = _is_connect(spark)
+    check_pyspark(str(spark.version) if remote else None)  # before anything else: one clear error
     if remote and on_batch is not None:
         raise ConfigError("on_batch runs in the process of the batch function, which a Spark Connect session runs "
                           "in the server: drop it, or use a classic session")

@@ -14,7 +14,6 @@ never go on the command line (other users could read it in the process list).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -147,8 +146,10 @@ def _binlog_bytes_behind(ns: argparse.Namespace, offset: dict[str, Any]) -> int 
 
 def _end_offset(progress: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
     """A micro-batch's progress: the end offset of its source as given, and as a dict."""
+    from mysql_cdc.udtf.spark.compat import progress_offset
+
     raw = (progress["sources"] or [{}])[0].get("endOffset") if progress else None
-    return raw, json.loads(raw) if isinstance(raw, str) else raw or {}
+    return raw, progress_offset(raw)
 
 
 def _watch(spark: Any, query: Any, report: Any, what: str, finish: Any = None) -> int:

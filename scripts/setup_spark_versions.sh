@@ -4,6 +4,8 @@
 # client of each (.venv-client-<version>: pyspark-client of that version and the package's own dependencies).
 # The main .venv (scripts/setup.sh) holds the newest, pyspark 4.3, under which the whole suite runs.
 # MYSQL_CDC_SPARK_VERSIONS="4.0.5:4.0.4 ..." picks others (server:client); empty: none.
+# And one pyspark the package does not support (.venv-spark-3.5.9, MYSQL_CDC_UNSUPPORTED_SPARK; empty: none),
+# which register() must refuse with one clear error (tests/test_packaging.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py="${PYTHON:-python3}"
@@ -35,3 +37,8 @@ for pair in $versions; do
   mapfile -t own < <(deps "$server")
   make_venv ".venv-client-$client" "$client" "pyspark-client==$client" "${own[@]}" "pandas>=2.2,<3"
 done
+unsupported="${MYSQL_CDC_UNSUPPORTED_SPARK-3.5.9}"
+if [ -n "$unsupported" ]; then
+  mapfile -t own < <(deps "$unsupported")
+  make_venv ".venv-spark-$unsupported" "$unsupported" "pyspark==$unsupported" "${own[@]}"
+fi

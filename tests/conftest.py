@@ -140,7 +140,10 @@ def _free_port() -> int:
 
 
 class ConnectServer:
-    """A real Spark Connect server started by ``start-connect-server.sh`` in its own work directory."""
+    """A real Spark Connect server in its own work directory, started as ``start-connect-server.sh`` does it
+    (pyspark 4.0 to 4.2 ship ``spark-daemon.sh`` and the server's jar, not that script)."""
+
+    CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
     def __init__(self, work: Any, with_repo: bool) -> None:
         import pyspark
@@ -149,13 +152,15 @@ class ConnectServer:
         self.work = work
         self.port = _free_port()
         self.env = _repo_env(with_repo)
-        self.env.update(SPARK_HOME=self.spark_home, SPARK_LOG_DIR=str(work / "logs"), SPARK_PID_DIR=str(work),
-                        SPARK_IDENT_STRING=f"cdc{self.port}", SPARK_CONF_DIR=str(work / "conf"))
+        self.env.update(SPARK_HOME=self.spark_home, SPARK_CONNECT_MODE="0", SPARK_LOG_DIR=str(work / "logs"),
+                        SPARK_PID_DIR=str(work), SPARK_IDENT_STRING=f"cdc{self.port}",
+                        SPARK_CONF_DIR=str(work / "conf"))
         os.makedirs(work / "conf", exist_ok=True)
         self.url = f"sc://127.0.0.1:{self.port}"
 
     def start(self) -> str:
-        cmd = ["bash", os.path.join(self.spark_home, "sbin", "start-connect-server.sh"), "--master", "local[2]",
+        cmd = ["bash", self._daemon, "submit", self.CLASS, "1", "--name", "Spark Connect server",
+               "--master", "local[2]",
                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                "--conf", f"spark.connect.grpc.binding.port={self.port}",
                "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
@@ -173,6 +178,10 @@ class ConnectServer:
         wait_until(port_open, 120, "the Spark Connect server's port", interval=0.5)
         return self.url
 
+    @property
+    def _daemon(self) -> str:
+        return os.path.join(self.spark_home, "sbin", "spark-daemon.sh")
+
     def pids(self) -> list[int]:
         out = []
         for pidfile in self.work.glob("*.pid"):
@@ -189,8 +198,8 @@ class ConnectServer:
             pidfile.unlink()
 
     def stop(self) -> None:
-        stop = os.path.join(self.spark_home, "sbin", "stop-connect-server.sh")
-        subprocess.run(["bash", stop], env=self.env, cwd=str(self.work), capture_output=True, timeout=60)
+        subprocess.run(["bash", self._daemon, "stop", self.CLASS, "1"], env=self.env, cwd=str(self.work),
+                       capture_output=True, timeout=60)
         self.kill()
 
 

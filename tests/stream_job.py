@@ -18,8 +18,6 @@ import mysql_cdc
 
 def start(spark: Any, url: str, table: str, state: str, checkpoint: str, out: str, trigger: str,
           max_chunks: int = 1, **options: Any) -> Any:
-    from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
-
     mysql_cdc.register(spark, {"src": url})
     which = ("tables", table[len("tables="):]) if table.startswith("tables=") else ("table", table)
     reader = (spark.readStream.format("mysql_cdc").option("source", "src").option(*which)
@@ -30,11 +28,11 @@ def start(spark: Any, url: str, table: str, state: str, checkpoint: str, out: st
         reader = reader.option(k, v)
     writer = (reader.load().writeStream.format("parquet").option("path", out)
               .option("checkpointLocation", checkpoint))
-    writer = writer.trigger(**once_trigger()) if trigger == "availableNow" else writer.trigger(
+    writer = writer.trigger(**mysql_cdc.once_trigger()) if trigger == "availableNow" else writer.trigger(
         processingTime="0.5 seconds")
     query = writer.start()
     if trigger == "availableNow":
-        stop_when_caught_up(query)
+        mysql_cdc.stop_when_caught_up(query)
     return query
 
 

@@ -42,9 +42,13 @@ from tests.helpers import build_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_UID = 185  # the image's user `spark` (docker/install.sh, USER in the Dockerfile)
-# The thin client. pyspark-client 4.3.x is not on PyPI (2026-11: pyspark 4.3.0 is, the newest pyspark-client is
-# 4.2.0); pip takes 4.3.x once it is published. The server's pyspark stays 4.3 (docker/install.sh).
-CLIENT_SPEC = "pyspark-client>=4.2,<4.4"
+# The image's pyspark: the Dockerfile's build argument PYSPARK_VERSION (default 4.3.0, what CI builds; another
+# version, e.g. PYSPARK_VERSION=4.0.5 with its own MYSQL_CDC_CACHE, builds and tests that image).
+SERVER_VERSION = os.environ.get("PYSPARK_VERSION", "4.3.0")
+# The thin client of the server's version. pyspark-client 4.3.x is not on PyPI (2026-11: pyspark 4.3.0 is, the
+# newest pyspark-client is 4.2.0); for a 4.3 server pip takes 4.2 until 4.3.x is published.
+_MINOR = ".".join(SERVER_VERSION.split(".")[:2])
+CLIENT_SPEC = "pyspark-client>=4.2,<4.4" if _MINOR == "4.3" else f"pyspark-client=={_MINOR}.*"
 SERVER_DATA = "/var/lib/mysql-cdc"  # the image's working directory and volume, as the server sees it
 PROFILES_IN_IMAGE = "/run/secrets/mysql-cdc-profiles.json"
 TOKEN_IN_IMAGE = "/run/secrets/connect-token"  # Spark Connect's pre-shared token, read by start-connect.sh
@@ -346,9 +350,11 @@ def stream():
     # the profile named here exists only in the server's mounted profiles file
     q = (spark.readStream.format("mysql_cdc").option("source", stream_source).option("table", table)
          .option("state_dir", f"{base}/stream-state").option("max_chunks_per_batch", 2)
-         .option("chunk_size", 100).load()
+         .option("chunk_size", 100).option("once", True).load()
          .writeStream.format("parquet").option("path", f"{base}/out")
-         .option("checkpointLocation", f"{base}/ck").trigger(availableNow=True).start())
+         .option("checkpointLocation", f"{base}/ck")
+         .trigger(**mysql_cdc.once_trigger()).start())
+    mysql_cdc.stop_when_caught_up(q)
     finished = q.awaitTermination(300)
     if not finished:
         q.stop()
@@ -438,7 +444,7 @@ def test_thin_client_batch_and_streaming_through_the_image(
     # ---- register, snapshot (SQL and data source), stream run 1: the snapshot, then the binlog up to its end
     a = _run_client(client_python, srv, "snapshot", env, tmp_path)
     assert a["full_pyspark"] is None, f"the client venv has pyspark {a['full_pyspark']}, not only the thin client"
-    assert a["client"].startswith("4.") and a["server"].startswith("4.3"), (a["client"], a["server"])
+    assert a["client"].startswith("4.") and a["server"] == SERVER_VERSION, (a["client"], a["server"])
     assert a["mysql_cdc"].startswith(str(client_python.parent.parent)), a["mysql_cdc"]  # the wheel, not the checkout
     assert a["chunks"] >= 2
     assert a["sql_snapshot"] == initial

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import json
 import os
 import stat
 import subprocess
@@ -234,6 +235,51 @@ def test_wheel_installs_into_a_fresh_venv_and_its_cli_plans(wheel: Path, tmp_pat
                           timeout=120)
     assert snap.returncode == 2 and "pip install 'pyspark-mysql-cdc[spark]'" in snap.stderr
     assert len(snap.stderr.strip().splitlines()) == 1, snap.stderr
+
+
+# ---------------------------------------------------------------- an unsupported pyspark
+
+UNSUPPORTED = """
+import json, sys
+import mysql_cdc
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+out = {"pyspark": spark.version}
+calls = {"register": lambda: mysql_cdc.register(spark),
+         "sync": lambda: mysql_cdc.sync(spark, to=sys.argv[1] + "/lake", checkpoint=sys.argv[1] + "/ck",
+                                        state_dir=sys.argv[1] + "/state", tables="shop[.].*", source="shop")}
+for name, call in calls.items():
+    try:
+        call()
+        out[name] = "accepted"
+    except Exception as e:
+        out[name] = [type(e).__name__, str(e)]
+spark.stop()
+print(json.dumps(out))
+"""
+
+
+def test_an_unsupported_pyspark_is_refused_with_one_clear_error(tmp_path: Path) -> None:
+    """Under a real pyspark 3.5 (``.venv-spark-3.5.9``, scripts/setup_spark_versions.sh), ``register()`` and
+    ``sync()`` name the supported range in one ConfigError, never an ImportError from inside the package, and
+    nothing is written."""
+    py = Path(os.environ.get("MYSQL_CDC_UNSUPPORTED_PYTHON", str(Path(ROOT) / ".venv-spark-3.5.9/bin/python")))
+    assert py.exists(), f"no {py}: run scripts/setup_spark_versions.sh"
+    script = tmp_path / "unsupported.py"
+    script.write_text(UNSUPPORTED)
+    env = {**os.environ, "PYTHONPATH": ROOT, "PYSPARK_PYTHON": str(py)}
+    env.pop("SPARK_HOME", None)
+    res = subprocess.run([str(py), str(script), str(tmp_path / "work")], capture_output=True, text=True, env=env,
+                         cwd=str(tmp_path), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["pyspark"].startswith("3.5."), got
+    for name in ("register", "sync"):
+        kind, message = got[name]
+        assert kind == "ConfigError", got
+        assert f"pyspark {got['pyspark']} is installed" in message and "4.0 to 4.3" in message, message
+    assert not (tmp_path / "work").exists()  # refused before any path was made
 
 
 # ---------------------------------------------------------------- code shipping

@@ -163,7 +163,6 @@ THIN_CLIENT = """
 import json, sys, time
 from pyspark.sql import SparkSession
 import mysql_cdc
-from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
 
 url, db, out, ck, state = sys.argv[1:6]
 spark = SparkSession.builder.remote(url).getOrCreate()
@@ -174,8 +173,8 @@ chunks = spark.sql("SELECT count(*) AS c FROM mysql_cdc_chunks(source => 'src', 
 q = (spark.readStream.format("mysql_cdc").option("source", "src").option("tables", db + "[.]c")
      .option("state_dir", state).option("once", "true").option("max_chunks_per_batch", 1).load()
      .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
-     .trigger(**once_trigger()).start())
-stop_when_caught_up(q)
+     .trigger(**mysql_cdc.once_trigger()).start())
+mysql_cdc.stop_when_caught_up(q)
 ended = q.awaitTermination(300)
 rows = spark.read.parquet(out).count()
 print(json.dumps({"client": __import__("pyspark").__version__, "server": spark.version, "rows": n,

@@ -17,8 +17,10 @@ feature, in this one module, never by version checks spread through the code.
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
+import json
 import logging
 import re
 import threading
@@ -69,6 +71,24 @@ def once_trigger() -> dict[str, Any]:
     """The trigger of a run that ends when it has caught up: ``availableNow`` where the source supports it,
     else batches back to back (the run is stopped by :func:`stop_when_caught_up`)."""
     return {"availableNow": True} if admission_control() else {"processingTime": "0 seconds"}
+
+
+def progress_offset(raw: Any) -> dict[str, Any]:
+    """A source offset as a query's progress reports it: JSON, or (Python sources on Spark 4.0) the dict's
+    Python text; ``{}`` for none.
+
+    >>> progress_offset('{"v": 1, "pos": 4}'), progress_offset("{'v': 1, 'pos': 4}"), progress_offset(None)
+    ({'v': 1, 'pos': 4}, {'v': 1, 'pos': 4}, {})
+    """
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = ast.literal_eval(raw)
+    return value if isinstance(value, dict) else {}
 
 
 def stop_when_caught_up(query: Any, poll: float = 0.2) -> threading.Thread | None:
