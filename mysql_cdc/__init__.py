@@ -93,7 +93,7 @@ def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[s
 
     prof = profile_from_url(profile) if isinstance(profile, str) else profile
     opts = parse_options(options)
-    _, plans = plan_tables(prof, opts)
+    _, plans = plan_tables(prof, opts, binlog=False)
     names = [name for name, _ in CHUNK_COLUMNS]
     return [dict(zip(names, chunk_row(c))) for p in plans for c in p.chunks]
 

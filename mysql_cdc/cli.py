@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
+import subprocess
 import sys
 import time
 from typing import Any
 
 from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
+from mysql_cdc.failure import log_cause, one_line
+from mysql_cdc.ids import TableId
 from mysql_cdc.options import SCHEMA_CHANGES
 from mysql_cdc.progress import Progress, sync_lines
 
@@ -30,16 +32,85 @@ def _opts(ns: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _local_spark(master: str, name: str) -> Any:
+def _local_spark(ns: argparse.Namespace, name: str) -> Any:
+    """Spark for a command. In local mode the workers run this Python (it has pyarrow and the drivers; the
+    ``python3`` on the PATH may not) unless ``PYSPARK_PYTHON`` says otherwise; the driver gets
+    ``--driver-memory``; Spark's own output (its start-up warnings, log lines, the Python workers' messages)
+    goes to the ``--log`` file, not the terminal, unless ``--debug``."""
     try:
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
         from pyspark.sql import SparkSession
     except ImportError as e:
         raise ConfigError(f"this command runs Spark locally, but pyspark cannot be imported ({e}); install it "
                           "with: pip install 'pyspark-mysql-cdc[spark]'") from e
-    spark = (SparkSession.builder.master(master).appName(name).config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())  # our progress, not Spark's
+    if ns.master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = (SparkConf().setMaster(ns.master).setAppName(name).set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false"))  # our progress, not Spark's
+    if ns.driver_memory:
+        conf = conf.set("spark.driver.memory", ns.driver_memory)
+    if SparkContext._active_spark_context is not None:  # an embedding process made one already
+        return SparkSession.builder.config(conf=conf).getOrCreate()
+    popen: dict[str, Any] | None = None
+    if not ns.debug:
+        ns.log = _log_file(ns.log, name)
+        ns.log_from = os.path.getsize(ns.log) if os.path.exists(ns.log) else 0  # this run's part of it
+        popen = {"stdout": open(ns.log, "ab"), "stderr": subprocess.STDOUT}  # noqa: SIM115 - the JVM keeps it
+    try:
+        gateway = launch_gateway(conf, popen_kwargs=popen)
+    finally:
+        if popen is not None:
+            popen["stdout"].close()
+    if not ns.debug:
+        _noise_to_log(ns.log)
+    spark = SparkSession(SparkContext(conf=conf, gateway=gateway))
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+_TERMINAL: list[Any] = []  # the terminal's stderr, once Spark's noise goes to its log
+
+
+def _err() -> Any:
+    """Where the CLI's own lines to stderr go: the terminal's, also after :func:`_noise_to_log`."""
+    return _TERMINAL[0] if _TERMINAL else sys.stderr
+
+
+def _noise_to_log(log: str) -> None:
+    """What the driver's Python threads print when Spark fails (py4j's callback server and gateway client,
+    the accumulator server: a hundred lines of traceback when the JVM dies) goes to the Spark log; the CLI's
+    own lines, and the warnings of this package (a lost server tried again), still reach the terminal."""
+    import logging
+
+    if _TERMINAL:
+        return
+    _TERMINAL.append(sys.stderr)
+    noise = open(log, "a", buffering=1, errors="replace")  # noqa: SIM115 - for the life of the process
+    for h in logging.getLogger().handlers:
+        if isinstance(h, logging.StreamHandler) and h.stream is sys.stderr:
+            h.setStream(noise)
+    sys.stderr = noise
+    ours = logging.getLogger("mysql_cdc")
+    if not ours.handlers:
+        handler = logging.StreamHandler(_TERMINAL[0])
+        handler.setFormatter(logging.Formatter("mysql-cdc: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        ours.addHandler(handler)
+
+
+def _log_file(given: str | None, name: str) -> str:
+    """Where Spark's output goes: ``--log``, else a new private file under the temporary directory."""
+    if given:
+        return os.path.abspath(given)
+    import tempfile
+
+    folder = os.path.join(tempfile.gettempdir(), f"mysql-cdc-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if os.stat(folder).st_uid != os.getuid() or os.stat(folder).st_mode & 0o077:
+        folder = tempfile.mkdtemp(prefix="mysql-cdc-")  # not ours, or not private: a new one
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return os.path.join(folder, f"{name.replace(' ', '-')}-{stamp}-{os.getpid()}.log")
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
@@ -63,6 +134,37 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tables(ns: argparse.Namespace) -> int:
+    """The tables the patterns match (and those ``--exclude`` leaves out), checked as a capture checks them."""
+    from mysql_cdc.connect import connect
+    from mysql_cdc.options import parse_options
+    from mysql_cdc.planner.discover import SYSTEM_SCHEMAS, table_matches
+    from mysql_cdc.planner.plan import describe_tables
+    from mysql_cdc.profiles import resolve_profile
+
+    opts = parse_options(_opts(ns, tables=ns.tables, exclude=ns.exclude, chunk_key=ns.chunk_key, **dict(_flags(ns))))
+    profile = resolve_profile(opts)
+    conn = connect(profile)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+                    "AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s) ORDER BY 1, 2", SYSTEM_SCHEMAS)
+        seen = [TableId(str(d), str(t)) for d, t in cur.fetchall()]
+    finally:
+        conn.close()
+    left_out = [t for t in seen if table_matches(t, opts.table_patterns) and not table_matches(
+        t, opts.table_patterns, opts.exclude_patterns)]
+    _, schemas = describe_tables(profile, opts)  # the checks a capture makes: one line each on failure
+    for schema in schemas:
+        key = schema.chunk_key
+        kind = "primary key" if key and key == schema.primary_key else "chunk key" if key else "no key: one chunk"
+        print(f"{schema.table}\t{kind}{' (' + ', '.join(key) + ')' if key else ''}\t{len(schema.columns)} columns")
+    for t in left_out:
+        print(f"{t}\texcluded")
+    print(f"{len(schemas)} table(s) match, {len(left_out)} excluded", file=_err())
+    return 0
+
+
 def _check_source(ns: argparse.Namespace) -> None:
     """Profile, server and tables checked before Spark starts: a configuration error is one line."""
     from mysql_cdc.options import parse_options
@@ -70,11 +172,13 @@ def _check_source(ns: argparse.Namespace) -> None:
     from mysql_cdc.profiles import resolve_profile
 
     tables, exclude = getattr(ns, "tables", None), getattr(ns, "exclude", None)
-    opts = parse_options(_opts(ns, table=ns.table, tables=tables, exclude=exclude, chunk_key=ns.chunk_key))
+    opts = parse_options(_opts(ns, table=ns.table, tables=tables, exclude=exclude, chunk_key=ns.chunk_key,
+                               **dict(_flags(ns))))
+    binlog = ns.command != "snapshot"  # a snapshot alone reads every row as it is, whatever the binlog lacks
     if opts.tables:
-        describe_tables(resolve_profile(opts), opts)
+        describe_tables(resolve_profile(opts), opts, binlog=binlog)
     else:
-        describe_table(resolve_profile(opts), opts, ns.table)
+        describe_table(resolve_profile(opts), opts, ns.table, binlog=binlog)
 
 
 def cmd_snapshot(ns: argparse.Namespace) -> int:
@@ -86,7 +190,7 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
     _check_source(ns)
     import mysql_cdc
 
-    spark = _local_spark(ns.master, "mysql-cdc snapshot")
+    spark = _local_spark(ns, "mysql-cdc snapshot")
     mysql_cdc.register(spark)
     reader = spark.read.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
     for key, value in (("chunk_size", ns.chunk_size), ("state_dir", ns.state_dir), ("chunk_key", ns.chunk_key)):
@@ -152,26 +256,83 @@ def _end_offset(progress: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
     return raw, progress_offset(raw)
 
 
-def _watch(spark: Any, query: Any, report: Any, what: str, finish: Any = None) -> int:
-    """Run ``report`` every second until the query ends (Ctrl-C stops it), then once more and ``finish``; stop
-    Spark; 1 with the query's error in one line, else 0."""
+def _position(progress: dict[str, Any] | None) -> str:
+    """Where a stream's last batch ended, in words."""
+    _, end = _end_offset(progress)
+    return _offset_words(end)
+
+
+def _committed_position(checkpoint: str) -> str:
+    """Where the last batch a local checkpoint committed ended, in words."""
+    from mysql_cdc.udtf.spark.compat import progress_offset
+
+    commits = os.path.join(checkpoint, "commits")
+    done = sorted(int(n) for n in (os.listdir(commits) if os.path.isdir(commits) else []) if n.isdigit())
+    if not done:
+        return _offset_words({})
+    with open(os.path.join(checkpoint, "offsets", str(done[-1])), encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    return _offset_words(progress_offset(lines[-1]) if len(lines) > 2 else {})
+
+
+def _offset_words(end: dict[str, Any]) -> str:
+    if end.get("phase") == "binlog":
+        return f"binlog {end.get('file')}:{end.get('pos')}"
+    if end.get("phase") == "snapshot":
+        return f"snapshot chunk {end.get('chunk')} of {end.get('chunks')}"
+    return "its start (no batch ran)"
+
+
+def _watch(ns: argparse.Namespace, spark: Any, query: Any, report: Any, what: str, finish: Any = None) -> int:
+    """Run ``report`` every second until the query ends, then once more and ``finish``; stop Spark. 0 when it
+    ended; 2 (an error of ours, which names its fix) or 1 (any other) with the error in one line; 130 after
+    Ctrl-C, which stops the query cleanly (its last batch committed or not run) and says where it stopped."""
+    interrupted = False
     try:
         while query.isActive:
             query.awaitTermination(1)
             report()
     except KeyboardInterrupt:
+        interrupted = True
         query.stop()
     except Exception:  # the query ended with an error: said below
         pass
     report()
     if finish is not None:
         finish()
-    failure = query.exception()
+    failure = None if interrupted else query.exception()
+    at = _position(query.lastProgress)
     spark.stop()
+    if interrupted:
+        print(f"mysql-cdc: stopped (Ctrl-C) at {at}; the same command goes on from there", file=_err())
+        return 130
     if failure is not None:
-        print(f"mysql-cdc: the {what} stopped: {one_line(failure)}", file=sys.stderr)
-        return 1
+        text = str(failure)
+        if ns.debug:
+            print(text, file=_err())
+        line, ours = _explain(ns, text)
+        print(f"mysql-cdc: the {what} stopped at {at}: {line}{'' if ours else _more(ns)}", file=_err())
+        return 2 if ours else 1
     return 0
+
+
+def _explain(ns: argparse.Namespace, text: str) -> tuple[str, bool]:
+    """A failure's one line (:func:`mysql_cdc.failure.one_line`); when it is not ours, the cause in this run's
+    part of the Spark log comes first (a JVM that died of its heap leaves the CLI a lost gateway only)."""
+    line, ours = one_line(text)
+    log = getattr(ns, "log", None)
+    if ours or not log or not os.path.exists(log):
+        return line, ours
+    with open(log, "rb") as f:
+        f.seek(getattr(ns, "log_from", 0))
+        logged = f.read(64 << 20).decode("utf-8", "replace")
+    return log_cause(logged) or line, False
+
+
+def _more(ns: argparse.Namespace) -> str:
+    """Where more is said about a failure not of ours."""
+    log = getattr(ns, "log", None)
+    return f" (the whole trace: --debug{f'; Spark log: {log}' if log else ''})"
 
 
 _FLAGS = {
@@ -180,6 +341,8 @@ _FLAGS = {
                               "through them is then missing (default: they stop the job)",
     "unchecked_server_ids": "claim replica server ids without checking them against the server's replicas (a "
                             "capture user that may not list them: MariaDB without REPLICATION MASTER ADMIN)",
+    "allow_unlogged_cascades": "capture MariaDB tables whose foreign keys cascade, knowing the cascaded changes are "
+                               "not in the binlog (a mirror keeps those rows; default: such a table is refused)",
 }
 
 
@@ -188,20 +351,25 @@ def _flags(ns: argparse.Namespace) -> list[tuple[str, Any]]:
     return [(k, "true") for k in _FLAGS if getattr(ns, k, False)]
 
 
+def _stream_options(ns: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The stream's options given by :func:`_stream_arguments` (those set)."""
+    given = [(k, getattr(ns, k, None)) for k in ("chunk_size", "max_chunks_per_batch", "max_rows_per_batch",
+                                                   "max_bytes_per_batch", "schema_changes", "binlog_partitions",
+                                                   "reconnect_timeout", "read_timeout")]
+    return [(k, v) for k, v in given + _flags(ns) if v is not None]
+
+
 def cmd_follow(ns: argparse.Namespace) -> int:
     """The snapshot, then the binlog, into files (a Structured Streaming query with local Spark)."""
     _check_source(ns)
     import mysql_cdc
     from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
 
-    spark = _local_spark(ns.master, "mysql-cdc follow")
+    spark = _local_spark(ns, "mysql-cdc follow")
     mysql_cdc.register(spark)
     reader = spark.readStream.format("mysql_cdc").option("source", ns.source).option("state_dir", ns.state_dir)
     for key, value in (("table", ns.table), ("tables", ns.tables), ("exclude", ns.exclude),
-                       ("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
-                       ("max_rows_per_batch", ns.max_rows_per_batch), ("chunk_key", ns.chunk_key),
-                       ("schema_changes", ns.schema_changes), ("binlog_partitions", ns.binlog_partitions),
-                       ("once", "true" if ns.once else None), *_flags(ns)):
+                       ("chunk_key", ns.chunk_key), ("once", "true" if ns.once else None), *_stream_options(ns)):
         if value is not None:
             reader = reader.option(key, value)
     writer = (reader.load().writeStream.format(ns.format).option("path", ns.out)
@@ -234,7 +402,7 @@ def cmd_follow(ns: argparse.Namespace) -> int:
         if progress.tty:
             progress.stream.write("\n")
 
-    return _watch(spark, query, report, "stream", end_line)
+    return _watch(ns, spark, query, report, "stream", end_line)
 
 
 def cmd_sync(ns: argparse.Namespace) -> int:
@@ -248,12 +416,9 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     _check_source(ns)
     import mysql_cdc
 
-    spark = _local_spark(ns.master, "mysql-cdc sync")
+    spark = _local_spark(ns, "mysql-cdc sync")
     batches: list[Any] = []
-    extra = {k: v for k, v in (("chunk_size", ns.chunk_size), ("max_chunks_per_batch", ns.max_chunks_per_batch),
-                               ("max_rows_per_batch", ns.max_rows_per_batch), ("schema_changes", ns.schema_changes),
-                               ("binlog_partitions", ns.binlog_partitions), *_flags(ns))
-             if v is not None}
+    extra = dict(_stream_options(ns))
     query = mysql_cdc.sync(spark, to=ns.to, checkpoint=ns.checkpoint, state_dir=ns.state_dir, tables=ns.tables,
                            source=ns.source, exclude=ns.exclude, trigger_seconds=ns.interval, once=ns.once,
                            on_batch=batches.append, **extra)
@@ -274,9 +439,12 @@ def cmd_sync(ns: argparse.Namespace) -> int:
             try:
                 progress.show_block(sync_lines(stats, ns.state_dir, lag_bytes, time.time()))
             except Exception as e:  # progress is best effort: the job goes on
-                progress.show(f"batch {stats.batch_id}: no progress ({one_line(e)})")
+                progress.show(f"batch {stats.batch_id}: no progress ({one_line(str(e))[0]})")
 
-    return _watch(spark, query, report, "sync")
+    rc = _watch(ns, spark, query, report, "sync")
+    if rc == 0 and ns.once:  # also when there was nothing to do and no batch ran
+        print(f"mysql-cdc: the mirror is up to date at {_committed_position(ns.checkpoint)}")
+    return rc
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
@@ -325,23 +493,42 @@ _CHUNK_SIZE = "rows per chunk (default: about 16 MiB of rows, by the table's ave
 _MASTER = "Spark master for the local job (default local[*])"
 
 
-def _stream_arguments(p: argparse.ArgumentParser, max_chunks: str, max_rows: str) -> None:
+def _stream_arguments(p: argparse.ArgumentParser, max_chunks: str, max_rows: str, max_bytes: str) -> None:
     """The arguments of the commands that run a stream (follow, sync); their batch bounds' defaults differ."""
     p.add_argument("--chunk-size", type=int, help=_CHUNK_SIZE)
     p.add_argument("--max-chunks-per-batch", type=int, help=f"snapshot chunks per micro-batch (default {max_chunks})")
     p.add_argument("--max-rows-per-batch", type=int,
-                   help=f"binlog change rows per micro-batch, rounded up to whole transactions (default {max_rows})")
+                   help=f"change rows per micro-batch: binlog rows rounded up to whole transactions, snapshot rows "
+                        f"in whole chunks planned no larger (default {max_rows})")
+    p.add_argument("--max-bytes-per-batch", type=int,
+                   help=f"bytes per micro-batch: of binlog events, rounded up to whole transactions, and of "
+                        f"snapshot chunks by the table's average row length (default {max_bytes})")
     p.add_argument("--schema-changes", choices=SCHEMA_CHANGES,
                    help="follow (default: DDL on a captured table is followed, in place or by snapshotting that "
                         "table again) or stop (the first DDL stops the job)")
     p.add_argument("--binlog-partitions", type=int,
                    help="Spark tasks reading one micro-batch's binlog range at once, cut at transaction boundaries "
                         "into parts of at least 1 MB: parallel catch-up of a backlog (default 1)")
+    p.add_argument("--reconnect-timeout", type=float,
+                   help="seconds to keep trying again after the server was lost (restarted, unreachable, a rotated "
+                        "password) before the job stops (default 600; 0: stop at the first failure)")
+    p.add_argument("--read-timeout", type=float,
+                   help="seconds without a byte from the server before a read counts as lost, e.g. a frozen "
+                        "server (default 120)")
     for k, meaning in _FLAGS.items():
         p.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
     p.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
+    _spark_arguments(p)
+
+
+def _spark_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of the commands that run Spark."""
     p.add_argument("--master", default="local[*]", help=_MASTER)
+    p.add_argument("--driver-memory", help="memory of the Spark driver, which in local mode runs the tasks too "
+                   "(e.g. 4g; Spark's default is 1g)")
+    p.add_argument("--log", help="file that Spark's own output goes to (default: a new private file under the "
+                   "temporary directory, named when something fails)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -350,12 +537,22 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     src = "connection profile name: $MYSQL_CDC_PROFILE_<NAME> or an entry of $MYSQL_CDC_PROFILES_FILE"
-    chunk_size, master = _CHUNK_SIZE, _MASTER
+    chunk_size = _CHUNK_SIZE
     chunk_key = ("columns that split tables without a primary key (may repeat and be NULL), or '<pattern>:<columns>' "
                  "entries separated by ';'; without one such a table is one chunk")
+    tables = ("regular expressions over 'db.table', comma-separated (a comma inside a group, class or count "
+              "belongs to its pattern), or --tables given again")
+    t = sub.add_parser("tables", help="list the tables the patterns match, checked as a capture checks them")
+    t.add_argument("--source", required=True, help=src)
+    t.add_argument("--tables", required=True, action="append", help=tables)
+    t.add_argument("--exclude", action="append", help="regular expressions over 'db.table' of tables left out")
+    t.add_argument("--chunk-key", help=chunk_key)
+    for k, meaning in _FLAGS.items():
+        t.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
+    t.set_defaults(fn=cmd_tables)
     p = sub.add_parser("plan", help="validate the server and print the chunks of the matched tables")
     p.add_argument("--source", required=True, help=src)
-    p.add_argument("--tables", required=True, help="comma-separated regular expressions over 'db.table'")
+    p.add_argument("--tables", required=True, action="append", help=tables)
     p.add_argument("--chunk-size", type=int, help=chunk_size)
     p.add_argument("--chunk-key", help=chunk_key)
     p.set_defaults(fn=cmd_plan)
@@ -368,67 +565,69 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--chunk-size", type=int, help=chunk_size)
     s.add_argument("--chunk-key", help=chunk_key)
     s.add_argument("--state-dir", help="record each chunk's watermarks here (for a later binlog read)")
-    s.add_argument("--master", default="local[*]", help=master)
+    _spark_arguments(s)
     s.set_defaults(fn=cmd_snapshot)
     f = sub.add_parser("follow", help="snapshot, then follow the binlog, into files (Structured Streaming)")
     f.add_argument("--source", required=True, help=src)
     which = f.add_mutually_exclusive_group(required=True)
     which.add_argument("--table", help="the table, 'db.table' (its columns, typed)")
-    which.add_argument("--tables", help="comma-separated regular expressions over 'db.table': every matched table, "
-                       "one binlog reader, rows as JSON in __values (mysql_cdc.split types them)")
-    f.add_argument("--exclude", help="with --tables: regular expressions over 'db.table' of tables not captured")
+    which.add_argument("--tables", action="append", help=tables + ": every matched table, one binlog reader, rows "
+                       "as JSON in __values (mysql_cdc.split types them)")
+    f.add_argument("--exclude", action="append",
+                   help="with --tables: regular expressions over 'db.table' of tables not captured")
     f.add_argument("--out", required=True, help="output path of the change rows")
     f.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
     f.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
     f.add_argument("--format", default="parquet", help="Spark output format (default parquet)")
     f.add_argument("--chunk-key", help=chunk_key)
-    _stream_arguments(f, "all", "no limit")
+    _stream_arguments(f, "all", "no limit", "no limit")
     f.set_defaults(fn=cmd_follow)
     y = sub.add_parser("sync", help="mirror the matched tables into Delta tables, exactly once, and keep them "
                        "mirrored (the main job)")
     y.add_argument("--source", required=True, help=src)
-    y.add_argument("--tables", required=True, help="comma-separated regular expressions over 'db.table'")
-    y.add_argument("--exclude", help="regular expressions over 'db.table' of tables not mirrored")
+    y.add_argument("--tables", required=True, action="append", help=tables)
+    y.add_argument("--exclude", action="append", help="regular expressions over 'db.table' of tables not mirrored")
     y.add_argument("--to", required=True, help="directory of the Delta tables: <to>/<database>/<table>")
     y.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
     y.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
-    _stream_arguments(y, "4", "200000")
+    _stream_arguments(y, "4", "200000", "64 MiB")
     y.set_defaults(fn=cmd_sync, table=None, chunk_key=None)
     st = sub.add_parser("status", help="print the recorded chunk watermarks of a table, or a summary of every table")
     st.add_argument("--state-dir", required=True, help="the state directory of a snapshot or stream")
     st.add_argument("--table", help="the table, 'db.table' (default: a line for every recorded table)")
     st.set_defaults(fn=cmd_status)
+    for command in sub.choices.values():
+        command.add_argument("--debug", action="store_true",
+                             help="show Spark's output and the whole trace of a failure (default: one line)")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+    import traceback
+
     from mysql_cdc.state.store import tighten_umask
 
     ns = build_parser().parse_args(argv)
+    for name in ("tables", "exclude"):  # given again: one comma-separated list, as the options take it
+        if isinstance(getattr(ns, name, None), list):
+            setattr(ns, name, ", ".join(getattr(ns, name)))
     tighten_umask()  # what this job writes (and Spark's JVM, which takes the umask from here) is not world-writable
     try:
         return int(ns.fn(ns))
+    except KeyboardInterrupt:
+        print("mysql-cdc: stopped (Ctrl-C) before any batch ran", file=_err())
+        return 130
     except MysqlCdcError as e:
-        print(f"mysql-cdc: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # a Spark error carrying one of ours: its one line, not the JVM's traceback
-        if _OUR_ERROR.search(str(e)) is None:
+        if ns.debug:
             raise
-        print(f"mysql-cdc: {one_line(e)}", file=sys.stderr)
+        print(f"mysql-cdc: {type(e).__name__}: {e}", file=_err())
         return 2
-
-
-_OUR_ERROR = re.compile(r"mysql_cdc\.errors\.(\w+): ([^\n]*)")
-
-
-def one_line(e: BaseException) -> str:
-    """The error of ours inside a Spark error's text (the last one named), else the error's first line."""
-    found = _OUR_ERROR.findall(str(e))
-    if found:
-        name, message = found[-1]
-        return f"{name}: {message.strip()}"
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
+    except Exception as e:  # a Spark or Py4J error: our error inside it, else its cause, in one line
+        if ns.debug:
+            raise
+        line, ours = _explain(ns, "".join(traceback.format_exception(e)))
+        print(f"mysql-cdc: {line}{'' if ours else _more(ns)}", file=_err())
+        return 2 if ours else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import socket
 import ssl
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pymysql
@@ -23,6 +23,7 @@ import pymysql.cursors
 
 from mysql_cdc.errors import ConnectError, PrivilegeError
 from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.retry import keep_trying
 
 _SESSION_INIT = "SET SESSION time_zone = '+00:00'"
 
@@ -32,7 +33,15 @@ def _describe(p: ConnectionProfile) -> str:
 
 
 def connect_error(p: ConnectionProfile, exc: BaseException) -> ConnectError:
-    """Map a driver error at login time to one clear :class:`ConnectError` (no password in it)."""
+    """Map a driver error at login time to one clear :class:`ConnectError` (no password in it), with its code."""
+    error = _connect_error(p, exc)
+    error.code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    if isinstance(exc, OSError | socket.timeout) and not isinstance(exc, ssl.SSLError):
+        error.code = 2003  # the socket's own error (refused, unreachable, timed out): the server was not reached
+    return error
+
+
+def _connect_error(p: ConnectionProfile, exc: BaseException) -> ConnectError:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     if code == 1045:
         return ConnectError(f"login refused for {_describe(p)}: wrong user or password (server error 1045); "
@@ -123,30 +132,43 @@ def pymysql_kwargs(p: ConnectionProfile) -> dict[str, Any]:
 
 def guarded_connect(**kw: Any) -> pymysql.connections.Connection:
     """``pymysql.connect`` for keyword arguments made with :func:`pymysql_kwargs` (python-mysql-replication's
-    ``db`` given as ``database``, its name now)."""
+    ``db`` given as ``database``, its name now). For a running capture's profile (the binlog library connects
+    again through here after a lost connection), tried again as :func:`connect` is, with the password read
+    again."""
     if "db" in kw:
         kw["database"] = kw.pop("db")
-    return _GuardedConnection(**kw)
+    p: ConnectionProfile = kw["mysql_cdc_profile"]
+
+    def once() -> pymysql.connections.Connection:
+        return _GuardedConnection(**{**kw, "password": p.login_password()} if p.password_from else kw)
+
+    return keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
 
 
 def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool = True, **kw: Any
             ) -> pymysql.connections.Connection:
     """A pymysql connection in UTC. The connect timeout bounds the whole login (a host that accepts the TCP
-    connection but never answers fails too), later reads have no timeout unless ``read_timeout`` is given."""
+    connection but never answers fails too); later reads have no timeout unless ``read_timeout`` is given, or
+    the profile is a running capture's (:func:`mysql_cdc.profiles.running`: its read timeout, and failed
+    logins tried again for its ``reconnect_timeout``, the password read again each time)."""
     timeout = max(1, int(round(p.connect_timeout)))
-    read_timeout = kw.pop("read_timeout", None)
-    try:
-        conn = guarded_connect(
-            host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
-            connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout, autocommit=autocommit,
-            cursorclass=pymysql.cursors.DictCursor if dict_cursor else pymysql.cursors.Cursor,
-            init_command=_SESSION_INIT, **pymysql_kwargs(p), **kw)
-    except pymysql.err.MySQLError as e:
-        raise connect_error(p, e) from None
-    except OSError as e:
-        raise connect_error(p, e) from None
+    read_timeout = kw.pop("read_timeout", None) or p.read_timeout or None
+
+    def once() -> pymysql.connections.Connection:
+        try:
+            return guarded_connect(
+                host=p.host, port=p.port, user=p.user, password=p.login_password(), charset="utf8mb4",
+                connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout, autocommit=autocommit,
+                cursorclass=pymysql.cursors.DictCursor if dict_cursor else pymysql.cursors.Cursor,
+                init_command=_SESSION_INIT, **pymysql_kwargs(replace(p, reconnect_timeout=0.0)), **kw)
+        except pymysql.err.MySQLError as e:
+            raise connect_error(p, e) from None
+        except OSError as e:
+            raise connect_error(p, e) from None
+
+    conn = keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
     conn._read_timeout = read_timeout
-    conn._write_timeout = None
+    conn._write_timeout = read_timeout
     return conn
 
 
@@ -183,15 +205,25 @@ def connect_fast(p: ConnectionProfile) -> Any:
     except ImportError:
         return connect(p)
 
-    try:
-        tls: dict[str, Any] = {"ssl_mode": p.ssl_mode.upper()} if p.ssl_mode in ("disabled", "required") else {}
-        conn = MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.password, charset="utf8mb4",
-                               connect_timeout=max(1, int(round(p.connect_timeout))), autocommit=True,
-                               init_command=_SESSION_INIT, read_default_file=_mysqldb_option_file(), **tls)
-    except MySQLdb.MySQLError as e:
-        if e.args and e.args[0] == _RESTRICTED_AUTH:
-            return connect(p)
-        raise connect_error(p, e) from None
+    tls: dict[str, Any] = {"ssl_mode": p.ssl_mode.upper()} if p.ssl_mode in ("disabled", "required") else {}
+    # a running capture's reads give up after its read timeout (Connector/C tries a read 3 times: a third of it)
+    timeouts = {"read_timeout": max(1, int(p.read_timeout / 3)), "write_timeout": max(1, int(p.read_timeout))} \
+        if p.read_timeout else {}
+
+    def once() -> Any:
+        try:
+            return MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.login_password(),
+                                   charset="utf8mb4", connect_timeout=max(1, int(round(p.connect_timeout))),
+                                   autocommit=True, init_command=_SESSION_INIT,
+                                   read_default_file=_mysqldb_option_file(), **timeouts, **tls)
+        except MySQLdb.MySQLError as e:
+            if e.args and e.args[0] == _RESTRICTED_AUTH:
+                return None
+            raise connect_error(p, e) from None
+
+    conn = keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
+    if conn is None:
+        return connect(p)
     if p.ssl_mode == "required":
         # MariaDB Connector/C connected in plain text to a server without TLS despite ssl_mode=REQUIRED (measured):
         # the session itself says whether it is encrypted

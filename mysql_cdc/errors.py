@@ -15,7 +15,18 @@ class ConfigError(MysqlCdcError, ValueError):
 
 
 class ConnectError(MysqlCdcError):
-    """The server could not be reached or refused the login."""
+    """The server could not be reached or refused the login. ``code``: the driver's error number, if any."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> tuple[type, tuple[str, int | None]]:  # pickled from Spark's workers with its code
+        return (type(self), (str(self), self.code))
+
+
+class ConnectionLostError(ConnectError):
+    """A running capture lost the server and could not reach it again within ``reconnect_timeout``."""
 
 
 class ServerSettingError(MysqlCdcError):

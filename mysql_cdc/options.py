@@ -60,6 +60,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "snapshot reads: false returns the table's columns only, as a JDBC read does (faster into Spark); "
                "change reads (streams, mysql_cdc_binlog) refuse false"),
     OptionSpec("connect_timeout", float, 10.0, "seconds to wait for a connection"),
+    OptionSpec("reconnect_timeout", float, 600.0,
+               "a running read (stream, sync, data source tasks): seconds to keep trying again after the server was "
+               "lost (restarted, unreachable, a rotated password) before stopping; 0: stop at the first failure"),
+    OptionSpec("read_timeout", float, 120.0,
+               "seconds without a byte from the server before a read counts as lost (a frozen server or network) "
+               "and is tried again"),
     OptionSpec("tinyint1_as_boolean", bool, False, "map TINYINT(1) to BOOLEAN instead of TINYINT"),
     OptionSpec("startup", str, "initial",
                "binlog start: initial (after the recorded snapshot; streams take it first), snapshot (snapshot "
@@ -76,7 +82,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "runs that end when caught up set it and stop the query once nothing more comes)"),
     OptionSpec("max_chunks_per_batch", int, 0, "streaming: snapshot chunks per micro-batch; 0: all"),
     OptionSpec("max_rows_per_batch", int, 0,
-               "streaming: binlog change rows per micro-batch (rounded up to whole transactions); 0: no limit"),
+               "streaming: rows per micro-batch: binlog change rows (rounded up to whole transactions) and snapshot "
+               "rows (whole chunks by their planned size, and chunks planned no larger); 0: no limit"),
+    OptionSpec("max_bytes_per_batch", int, 0,
+               "streaming: bytes per micro-batch: of the binlog's change events (rounded up to whole transactions) "
+               "and of snapshot chunks by the table's average row length (chunks planned no larger); 0: no limit"),
     OptionSpec("schema_changes", str, "follow",
                "follow: a DDL statement on a captured table is followed, in place where no stored value changed, "
                "else by snapshotting that table again (a stream of one table stops once to be restarted with new "
@@ -132,6 +142,8 @@ class CdcOptions:
     partitions: int = 0
     metadata_columns: bool = True
     connect_timeout: float = 10.0
+    reconnect_timeout: float = 600.0
+    read_timeout: float = 120.0
     tinyint1_as_boolean: bool = False
     startup: Startup = "initial"
     startup_offset: str | None = None
@@ -140,6 +152,7 @@ class CdcOptions:
     once: bool = False
     max_chunks_per_batch: int = 0
     max_rows_per_batch: int = 0
+    max_bytes_per_batch: int = 0
     schema_changes: SchemaChanges = "follow"
     binlog_partitions: int = 1
     row_decoder: RowDecoder = "planned"
@@ -199,11 +212,48 @@ class CdcOptions:
 
     @property
     def table_patterns(self) -> tuple[str, ...]:
-        return tuple(p.strip() for p in (self.tables or "").split(",") if p.strip())
+        return split_patterns(self.tables or "")
 
     @property
     def exclude_patterns(self) -> tuple[str, ...]:
-        return tuple(p.strip() for p in (self.exclude or "").split(",") if p.strip())
+        return split_patterns(self.exclude or "")
+
+
+def split_patterns(text: str) -> tuple[str, ...]:
+    r"""Comma-separated regular expressions, split at the commas between them only: a comma inside a group,
+    a class or a repeat count (``{2,4}``), or escaped, belongs to its pattern.
+
+    >>> split_patterns(r"shop[.]orders, shop[.]log_\d{2,4}, crm[.](a|b)")
+    ('shop[.]orders', 'shop[.]log_\\d{2,4}', 'crm[.](a|b)')
+    >>> split_patterns(r"x[.][,;], y[.]a\,b")
+    ('x[.][,;]', 'y[.]a\\,b')
+    """
+    out: list[str] = []
+    part: list[str] = []
+    depth, in_class, i = 0, False, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            part.append(text[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]" or part[-1:] == ["["] or part[-2:] == ["[", "^"]  # "[]..]", "[^]..]" hold a "]"
+        elif ch == "[":
+            in_class = True
+        elif ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            out.append("".join(part).strip())
+            part = []
+            i += 1
+            continue
+        part.append(ch)
+        i += 1
+    out.append("".join(part).strip())
+    return tuple(p for p in out if p)
 
 
 def _coerce(spec: OptionSpec, value: Any) -> Any:
@@ -268,6 +318,10 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError(f"bad watermark {opts.watermark!r}; expected one of {', '.join(WATERMARKS)}")
     if opts.connect_timeout <= 0:
         raise ConfigError(f"connect_timeout must be > 0 seconds, got {opts.connect_timeout!r}")
+    if opts.reconnect_timeout < 0:
+        raise ConfigError(f"reconnect_timeout must be >= 0 seconds (0: no second try), got {opts.reconnect_timeout!r}")
+    if opts.read_timeout <= 0:
+        raise ConfigError(f"read_timeout must be > 0 seconds, got {opts.read_timeout!r}")
     if opts.binlog_partitions < 1:
         raise ConfigError(f"binlog_partitions must be >= 1, got {opts.binlog_partitions!r}")
     if opts.row_decoder not in ROW_DECODERS:
@@ -280,9 +334,10 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError("startup 'offset' needs startup_offset, e.g. 'binlog.000003:4' or a MySQL GTID set")
     if opts.startup == "timestamp" and not opts.startup_timestamp:
         raise ConfigError("startup 'timestamp' needs startup_timestamp, e.g. '2026-11-22T10:00:00+00:00'")
-    if opts.max_chunks_per_batch < 0 or opts.max_rows_per_batch < 0:
-        raise ConfigError(f"max_chunks_per_batch and max_rows_per_batch must be >= 0 (0: no limit), got "
-                          f"{opts.max_chunks_per_batch!r} and {opts.max_rows_per_batch!r}")
+    if opts.max_chunks_per_batch < 0 or opts.max_rows_per_batch < 0 or opts.max_bytes_per_batch < 0:
+        raise ConfigError(f"max_chunks_per_batch, max_rows_per_batch and max_bytes_per_batch must be >= 0 (0: no "
+                          f"limit), got {opts.max_chunks_per_batch!r}, {opts.max_rows_per_batch!r} and "
+                          f"{opts.max_bytes_per_batch!r}")
     opts.server_ids  # noqa: B018 - validates the range
     if opts.table and opts.tables:
         raise ConfigError(f"give table={opts.table!r} (one table, typed columns) or tables={opts.tables!r} (patterns, "

@@ -35,10 +35,35 @@ class ConnectionProfile:
     connect_timeout: float = 10.0
     ssl_mode: str = "preferred"
     ssl_ca: str | None = None  # a CA certificate file (PEM) for verify_ca / verify_identity
+    # a running capture's connections (:func:`running`): seconds of failed tries before it stops (0: no second
+    # try) and of silence from the server before a read fails (0: none)
+    reconnect_timeout: float = 0.0
+    read_timeout: float = 0.0
+    # where the password is read again before each new connection (a rotated secret): ("file", path) or
+    # ("profiles", path, name); ``None``: the password as given
+    password_from: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.ssl_mode not in SSL_MODES:
             raise ConfigError(f"bad ssl_mode {self.ssl_mode!r}; expected one of {', '.join(SSL_MODES)}")
+
+    def login_password(self) -> str:
+        """The password to log in with now: read again from where the profile names it (a password file, or
+        the profiles file), so that a rotated secret is used from the next connection on; the one read before
+        when that place cannot be read now."""
+        src = self.password_from
+        try:
+            if src and src[0] == "file":
+                return read_secret("file", src[1], "?")
+            if src and src[0] == "profiles":
+                with open(src[1], encoding="utf-8") as f:
+                    entry = json.load(f)[src[2]]
+                if entry.get("password_file"):
+                    return read_secret("file", str(entry["password_file"]), src[2])
+                return str(entry.get("password", self.password))
+        except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+        return self.password
 
     def __repr__(self) -> str:  # never show the password
         tls = "" if self.ssl_mode == "preferred" else f", ssl_mode={self.ssl_mode!r}"
@@ -151,7 +176,9 @@ def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
         return ConnectionProfile(host=m.group(1).strip("[]"), port=int(m.group(2) or 3306),
                                  user=urllib.parse.unquote(user) or "root", password=secret,
                                  connect_timeout=float(params.get("connect_timeout", 10.0)),
-                                 ssl_mode=params.get("ssl_mode", "preferred").lower(), ssl_ca=params.get("ssl_ca"))
+                                 ssl_mode=params.get("ssl_mode", "preferred").lower(), ssl_ca=params.get("ssl_ca"),
+                                 password_from=("file", params["password_file"]) if params.get("password_file")
+                                 else None)
     except ValueError:
         raise ConfigError(f"profile {name!r}: connect-timeout must be a number") from None
 
@@ -170,7 +197,8 @@ def profile_from_mapping(d: Mapping[str, Any], name: str = "?") -> ConnectionPro
                                  password=secret,
                                  connect_timeout=float(d.get("connect_timeout", 10.0)),
                                  ssl_mode=str(d.get("ssl_mode", "preferred")).lower(),
-                                 ssl_ca=None if d.get("ssl_ca") is None else str(d["ssl_ca"]))
+                                 ssl_ca=None if d.get("ssl_ca") is None else str(d["ssl_ca"]),
+                                 password_from=("file", str(file)) if file else None)
     except (TypeError, ValueError):
         raise ConfigError(f"profile {name!r}: port and connect_timeout must be numbers") from None
 
@@ -210,6 +238,8 @@ def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile
                               f"{type(e).__name__}") from None
         if name in data:
             prof = profile_from_mapping(data[name], name)
+            if prof.password_from is None:  # the file's own password: read there again on a reconnect
+                prof = dataclasses.replace(prof, password_from=("profiles", path, name))
     if prof is None:
         raise ConfigError(
             f"unknown connection profile {name!r}; register it with mysql_cdc.register(spark, "
@@ -218,3 +248,10 @@ def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile
     if timeout != prof.connect_timeout and opts.connect_timeout != 10.0:
         prof = dataclasses.replace(prof, connect_timeout=timeout)
     return prof
+
+
+def running(prof: ConnectionProfile, opts: CdcOptions) -> ConnectionProfile:
+    """The profile a running capture connects with: lost connections tried again for ``reconnect_timeout``
+    seconds (:mod:`mysql_cdc.retry`), reads that hear nothing for ``read_timeout`` seconds failed (a frozen
+    server or a stalled network), the password read again where the profile names it."""
+    return dataclasses.replace(prof, reconnect_timeout=opts.reconnect_timeout, read_timeout=opts.read_timeout)

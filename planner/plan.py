@@ -13,8 +13,14 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema
-from mysql_cdc.planner.splitter import avg_row_bytes, chunk_rows, split_table
-from mysql_cdc.planner.validate import check_cascades, check_lock_privilege, check_privileges, check_server
+from mysql_cdc.planner.splitter import avg_row_bytes, bounded_chunk_rows, split_table
+from mysql_cdc.planner.validate import (
+    check_cascades,
+    check_lock_privilege,
+    check_privileges,
+    check_server,
+    check_unseen,
+)
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 
@@ -23,6 +29,8 @@ from mysql_cdc.schema import TableSchema
 class TablePlan:
     schema: TableSchema
     chunks: tuple[Chunk, ...]
+    rows_per_chunk: int = 0  # the rows each chunk was planned to hold (0: not known)
+    avg_row_bytes: int = 0  # the server's average row length of the table (0: not known)
 
 
 def inspect_server(conn: Any) -> ServerFacts:
@@ -48,13 +56,16 @@ def check_server_id_claims(profile: ConnectionProfile, opts: CdcOptions,
 
 
 def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
-                   connector: Callable[[ConnectionProfile], Any] = connect) -> tuple[ServerFacts, TableSchema]:
+                   connector: Callable[[ConnectionProfile], Any] = connect, binlog: bool = True
+                   ) -> tuple[ServerFacts, TableSchema]:
+    """The server's facts and the table's schema, checked for capture (``binlog`` False: a snapshot-only read,
+    which needs nothing from the binlog: see :func:`describe_tables`)."""
     conn = connector(profile)
     try:
         facts = inspect_server(conn)
         tid = TableId.parse(table)
         schema = table_schema(conn, tid, opts.chunk_key_of(f"{tid.database}.{tid.table}"))
-        check_cascades(conn, facts, [schema.table], opts.allow_unlogged_cascades)
+        check_cascades(conn, facts, [schema.table], opts.allow_unlogged_cascades or not binlog)
         if opts.reads_snapshot:
             check_lock_privilege(conn, schema)
         return facts, schema
@@ -64,12 +75,14 @@ def describe_table(profile: ConnectionProfile, opts: CdcOptions, table: str,
 
 def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
                     connector: Callable[[ConnectionProfile], Any] = connect, allow_none: bool = False,
-                    snapshot: bool = False) -> tuple[ServerFacts, list[TableSchema]]:
+                    snapshot: bool = False, binlog: bool = True) -> tuple[ServerFacts, list[TableSchema]]:
     """The server's facts and the schemas of the matched tables (``opts.tables`` patterns less ``opts.exclude``,
     or exact ``tables``), on one connection, checked for capture, without splitting. ``allow_none``: no
     matched table is no error (a running capture looking for new tables). Tables whose chunks will be read
     (``startup`` initial or snapshot, or ``snapshot``: tables joining a running capture) are checked for the
-    lock a table without a primary key is read under."""
+    lock a table without a primary key is read under. A read that follows the binlog (``binlog``) is refused
+    tables whose changes the binlog lacks (MariaDB's cascades: :func:`check_cascades`); a snapshot-only read
+    selects every row as it is and is not."""
     conn = connector(profile)
     try:
         facts = inspect_server(conn)
@@ -82,11 +95,13 @@ def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[s
                 if not allow_none:
                     raise
                 ids = []
+            if binlog:
+                check_unseen(conn, opts.table_patterns, opts.exclude_patterns)
         schemas = []
         for t in ids:
             schema = table_schema(conn, t, opts.chunk_key_of(f"{t.database}.{t.table}"),
                                   allow_pk_override=not tables and len(ids) > 1)
-            check_cascades(conn, facts, [t], opts.allow_unlogged_cascades)
+            check_cascades(conn, facts, [t], opts.allow_unlogged_cascades or not binlog)
             check_chunk_key(schema)
             if opts.reads_snapshot or snapshot:
                 check_lock_privilege(conn, schema)
@@ -131,16 +146,19 @@ def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[Ta
         facts = server_facts(conn)
         plans = []
         for schema in schemas:
-            size = chunk_rows(opts.chunk_size, avg_row_bytes(conn, schema, facts.flavor) if not opts.chunk_size else 0)
+            avg = avg_row_bytes(conn, schema, facts.flavor)
+            size = bounded_chunk_rows(opts, avg)
             chunks = split_table(conn, schema, size, opts.split_factor_lower, opts.split_factor_upper)
-            plans.append(TablePlan(schema, tuple(chunks)))
+            plans.append(TablePlan(schema, tuple(chunks), size, avg))
         return plans
     finally:
         conn.close()
 
 
 def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
-                connector: Callable[[ConnectionProfile], Any] = connect) -> tuple[ServerFacts, list[TablePlan]]:
-    """Validate the server and split every matched table (``opts.tables`` patterns, or exact ``tables``)."""
-    facts, schemas = describe_tables(profile, opts, tables, connector)
+                connector: Callable[[ConnectionProfile], Any] = connect, binlog: bool = True
+                ) -> tuple[ServerFacts, list[TablePlan]]:
+    """Validate the server and split every matched table (``opts.tables`` patterns, or exact ``tables``);
+    ``binlog`` as :func:`describe_tables` takes it."""
+    facts, schemas = describe_tables(profile, opts, tables, connector, binlog=binlog)
     return facts, split_schemas(profile, opts, schemas, connector)

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds
+from mysql_cdc.errors import ChunkKeyError
 from mysql_cdc.ids import ident, quote_ident, table_ident
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.schema import TableSchema
@@ -55,14 +56,15 @@ def explained_rows(cur: Any) -> int:
 # reader (see README, Benchmark). The bounds keep tiny rows from making huge chunks and huge rows tiny ones.
 CHUNK_TARGET_BYTES = 16 * 2**20
 MIN_AUTO_CHUNK_ROWS = 1024
+CHUNK_MAX_BYTES = 256 * 2**20  # no auto-sized chunk holds more (the floor of rows gives way for large rows)
 MAX_AUTO_CHUNK_ROWS = 1_000_000
 FALLBACK_CHUNK_ROWS = 8096  # no statistics (an empty or never analyzed table): Flink CDC's default
 
 
 def chunk_rows(chunk_size: int, avg_row_bytes: int) -> int:
     """Rows per chunk: ``chunk_size`` when set (> 0), else :data:`CHUNK_TARGET_BYTES` of rows of the table's
-    average length (the server's statistics), within [1,024, 1,000,000]; :data:`FALLBACK_CHUNK_ROWS` when the
-    server has no average.
+    average length (the server's statistics), within [1,024, 1,000,000] and :data:`CHUNK_MAX_BYTES`;
+    :data:`FALLBACK_CHUNK_ROWS` when the server has no average.
 
     >>> chunk_rows(5000, 137)  # set by the user
     5000
@@ -70,12 +72,36 @@ def chunk_rows(chunk_size: int, avg_row_bytes: int) -> int:
     122461
     >>> chunk_rows(0, 40_000), chunk_rows(0, 3), chunk_rows(0, 0)
     (1024, 1000000, 8096)
+    >>> chunk_rows(0, 1 << 20), chunk_rows(0, 256 << 20)  # the floor stops where a chunk would pass 256 MiB
+    (256, 1)
     """
     if chunk_size > 0:
         return chunk_size
     if avg_row_bytes <= 0:
         return FALLBACK_CHUNK_ROWS
-    return max(MIN_AUTO_CHUNK_ROWS, min(MAX_AUTO_CHUNK_ROWS, CHUNK_TARGET_BYTES // avg_row_bytes))
+    rows = max(MIN_AUTO_CHUNK_ROWS, min(MAX_AUTO_CHUNK_ROWS, CHUNK_TARGET_BYTES // avg_row_bytes))
+    return max(1, min(rows, CHUNK_MAX_BYTES // avg_row_bytes))
+
+
+def bounded_chunk_rows(opts: Any, avg_row_bytes: int) -> int:
+    """Rows per chunk (:func:`chunk_rows`), and for a stream's batches of whole chunks no more than a batch may
+    hold: ``max_rows_per_batch`` rows, ``max_bytes_per_batch`` bytes of rows of the table's average length (a
+    table of 256 MB values: one row per chunk). ``chunk_size`` set by the user is kept.
+
+    >>> from mysql_cdc.options import parse_options as opts
+    >>> bounded_chunk_rows(opts({}), 35), bounded_chunk_rows(opts({"max_rows_per_batch": "200000"}), 35)
+    (479349, 200000)
+    >>> bounded_chunk_rows(opts({"max_bytes_per_batch": str(64 << 20)}), 256 << 20)
+    1
+    """
+    if opts.chunk_size > 0:
+        return int(opts.chunk_size)
+    size = chunk_rows(0, avg_row_bytes)
+    if opts.max_rows_per_batch > 0:
+        size = min(size, opts.max_rows_per_batch)
+    if opts.max_bytes_per_batch > 0 and avg_row_bytes > 0:
+        size = min(size, max(1, opts.max_bytes_per_batch // avg_row_bytes))
+    return max(1, size)
 
 
 def avg_row_bytes(conn: Any, schema: TableSchema, flavor: str) -> int:
@@ -93,21 +119,38 @@ def avg_row_bytes(conn: Any, schema: TableSchema, flavor: str) -> int:
     return int(row[0] or 0) if row else 0
 
 
+def exact_key_columns(schema: TableSchema) -> str:
+    """The chunk key's columns as a SELECT list that reads each value exactly: a FLOAT comes through the text
+    protocol rounded to 6 digits (``5.3`` for a stored ``5.300000190734863``), a bound no key equals, and a
+    planner that asked for keys after it would get the same key back forever; read as a DOUBLE (``+ 0e0``) it
+    is the stored value.
+
+    >>> from mysql_cdc.ids import TableId
+    >>> from mysql_cdc.schema import ColumnInfo
+    >>> cols = (ColumnInfo("f", "float", "float", False), ColumnInfo("id", "int", "int", False))
+    >>> exact_key_columns(TableSchema(TableId("d", "t"), cols, ("f", "id"), ("f", "id")))
+    '(`f` + 0e0), `id`'
+    """
+    return ", ".join(f"({ident(c)} + 0e0)" if schema.column(c).data_type == "float" else ident(c)
+                     for c in schema.chunk_key)
+
+
 def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int) -> Key | None:
     """The key ``chunk_size`` rows after ``start`` (inclusive), moved past ``start`` when keys repeat."""
     cols = schema.chunk_key
     qcols = ", ".join(ident(c) for c in cols)  # executed with parameters: % written %%
+    values = exact_key_columns(schema)
     table = table_ident(schema.table)
     # keys with a NULL are the NULL chunk's, never a range boundary
     nn = "".join(f"{ident(c)} IS NOT NULL AND " for c in cols if schema.column(c).nullable)
     cur = conn.cursor()
     try:
         if start is None:
-            cur.execute(f"SELECT {qcols} FROM {table} WHERE {nn}TRUE ORDER BY {qcols} LIMIT 1 OFFSET %s",
+            cur.execute(f"SELECT {values} FROM {table} WHERE {nn}TRUE ORDER BY {qcols} LIMIT 1 OFFSET %s",
                         (chunk_size,))
         else:
             where, params = key_compare(cols, start, ">=")
-            cur.execute(f"SELECT {qcols} FROM {table} WHERE {nn}{where} ORDER BY {qcols} "
+            cur.execute(f"SELECT {values} FROM {table} WHERE {nn}{where} ORDER BY {qcols} "
                         "LIMIT 1 OFFSET %s", (*params, chunk_size))
         row = cur.fetchone()
         if row is None:
@@ -115,7 +158,7 @@ def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: i
         key = tuple(row)
         if start is not None and schema.chunk_key != schema.primary_key and KeyOrder(schema).equal(conn, key, start):
             where, params = key_compare(cols, start, ">")
-            cur.execute(f"SELECT {qcols} FROM {table} WHERE {nn}{where} ORDER BY {qcols} LIMIT 1",
+            cur.execute(f"SELECT {values} FROM {table} WHERE {nn}{where} ORDER BY {qcols} LIMIT 1",
                         params)
             row = cur.fetchone()
             return None if row is None else tuple(row)
@@ -157,11 +200,19 @@ def _query_bounds(conn: Any, schema: TableSchema, chunk_size: int, start: Key | 
                   ) -> list[Key]:
     """Inner boundaries found by the server, ``chunk_size`` rows apart, from ``start`` up to ``end``."""
     inner: list[Key] = []
+    seen: set[Key] = set()
     while True:
         nxt = _next_start(conn, schema, start, chunk_size)
         if nxt is None or (end is not None and tuple(nxt) >= tuple(end)):
             return inner
+        if start is not None and (tuple(nxt) == tuple(start) or tuple(nxt) in seen):  # it moves on, or stops
+            raise ChunkKeyError(
+                f"planning the chunks of {str(schema.table)!r} made no progress: the server gave the key "
+                f"{tuple(nxt)!r} again after it (chunk key {', '.join(schema.chunk_key)}); its values do not come "
+                "back exactly as stored: set option chunk_key to columns of exact values (integers, strings, "
+                "DECIMAL, temporal types)")
         inner.append(nxt)
+        seen.add(tuple(nxt))
         start = nxt
 
 

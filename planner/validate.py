@@ -7,6 +7,7 @@ the fix.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pymysql
@@ -14,6 +15,7 @@ import pymysql
 from mysql_cdc.connect import ServerFacts
 from mysql_cdc.errors import LOCK_REFUSED, PrivilegeError, ServerSettingError, TableError, lock_refused
 from mysql_cdc.ids import TableId, quote_ident
+from mysql_cdc.planner.hidden import SelectGrants, unseen_reach
 from mysql_cdc.schema import TableSchema
 
 MIN_VERSION = {"mysql": (8, 0, 0), "mariadb": (10, 5, 0)}
@@ -84,6 +86,34 @@ def check_privileges(conn: Any, facts: ServerFacts) -> None:
         raise PrivilegeError("the capture user has no SELECT privilege: GRANT SELECT ON <db>.* TO the user")
 
 
+def check_unseen(conn: Any, patterns: Sequence[str], exclude: Sequence[str]) -> None:
+    """Refuse patterns that may match tables the capture user cannot see (:mod:`planner.hidden`): their changes
+    would pass through the binlog unread."""
+    grants = SelectGrants.from_show_grants(_grants(conn))
+    if grants.everywhere or grants.roles or not grants.tables:
+        return
+    cur = conn.cursor()
+    try:
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES")
+        visible = [TableId(str(d), str(t)) for d, t in cur.fetchall()]
+        cur.execute("SELECT CURRENT_USER()")
+        user = str(cur.fetchone()[0])
+    finally:
+        cur.close()
+    found = unseen_reach(patterns, exclude, grants, visible)
+    if found is None:
+        return
+    db, pattern, name = found
+    granted = sorted(t.table for t in grants.tables if t.database == db)
+    what = (f"names {name!r}, which the user cannot see (or which does not exist)" if name is not None
+            else f"may match tables of {db!r} the user cannot see")
+    raise PrivilegeError(
+        f"user {user!r} may SELECT only some tables of database {db!r} ({', '.join(granted)}), and the pattern "
+        f"{pattern!r} {what}: such a table is left out of the capture while its changes pass through the binlog "
+        f"unread. GRANT SELECT ON {quote_ident(db)}.* TO the user, or name only the granted tables in the "
+        f"pattern (e.g. '{re.escape(db)}[.]({'|'.join(re.escape(t) for t in granted)})')")
+
+
 def check_lock_privilege(conn: Any, schema: TableSchema) -> None:
     """A table without a primary key is read at exact binlog points under a brief ``LOCK TABLES ... READ``
     (``udtf/snapshot.py``): try the lock now, before any row is read, so a missing grant is one clear error.
@@ -135,7 +165,8 @@ def check_cascades(conn: Any, facts: ServerFacts, tables: list[TableId], allowed
             "MariaDB does not write the rows a cascade changes to the binlog, so those changes could never be "
             "delivered and a mirror would keep rows the source no longer has. Change the foreign key to RESTRICT "
             "or NO ACTION (and delete children explicitly), leave the table out, or set "
-            "allow_unlogged_cascades => true to capture it knowing cascaded changes are missing")
+            "allow_unlogged_cascades => true (the CLI's --allow-unlogged-cascades) to capture it knowing cascaded "
+            "changes are missing; a snapshot alone (no binlog read) is not refused")
 
 
 _FK = re.compile(r"CONSTRAINT `((?:[^`]|``)+)` FOREIGN KEY \(.*?\) REFERENCES ((?:`(?:[^`]|``)+`\.)?`(?:[^`]|``)+`) "

@@ -19,15 +19,19 @@ from mysql_cdc.state.history import HistoryEntry
 from mysql_cdc.state.store import Round, StateStore
 from mysql_cdc.udtf.binlog.startup import ReadFrom
 from mysql_cdc.udtf.spark.stream_offsets import BinlogStreamOffset, SnapshotOffset, parse_stream_offset
+from mysql_cdc.xa import PendingXa, Xid
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
 files = st.integers(1, 999999).map(lambda n: f"binlog.{n:06d}")
 gtids = st.sampled_from(["", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57",
                          "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:9,4e11fa47-71ca-11e1-9e33-c80aa9429562:1"])
+xids = st.builds(Xid, st.binary(min_size=1, max_size=64), st.binary(max_size=64), st.integers(0, 2**31))
+pending_xa = st.builds(PendingXa, xids, files, st.integers(4, 2**40))
 read_froms = st.builds(
-    lambda f, p, g, skip: ReadFrom(BinlogOffset(f, p, g, "gtid" if g is not None else "position"), g is not None,
-                                   skip),
-    files, st.integers(4, 2**40), st.none() | gtids, st.none() | st.integers(0, 2**34))
+    lambda f, p, g, skip, xa: ReadFrom(BinlogOffset(f, p, g, "gtid" if g is not None else "position"),
+                                       g is not None, skip, tuple(xa)),
+    files, st.integers(4, 2**40), st.none() | gtids, st.none() | st.integers(0, 2**34),
+    st.lists(pending_xa, max_size=2, unique_by=lambda p: p.xid))
 offsets = st.builds(SnapshotOffset, st.integers(0, 10**6), st.integers(0, 10**6), st.none() | st.integers(0, 99),
                     st.none() | read_froms) | st.builds(BinlogStreamOffset, read_froms,
                                                         st.none() | st.integers(1, 99))

@@ -14,6 +14,11 @@ Layout under the state directory (a local path or a pyarrow filesystem URI such 
                                          from each point on (a snapshot, or a DDL statement followed), replaced
                                          when the stream decides that point again
     offsets/<stream>.json                the last committed offset of a stream, replaced atomically
+    names/<short>.json                   the whole name behind a shortened file name (:func:`bounded`), once
+
+Names are percent-encoded (:func:`table_file_name`); one longer than a file system takes (a pattern of a dozen
+tables, a table name of 64 CJK characters) is shortened with a hash (:func:`bounded`), the whole kept in
+``names/``; shorter ones are as earlier versions wrote them.
 
 A chunk is recorded only after its rows were handed on (docs/DESIGN.md, contract C5). When a retried task
 records a chunk again, the FIRST record stays: a re-read chunk sees a newer high watermark, and replaying the
@@ -74,19 +79,44 @@ def _safe(part: str) -> str:
     return urllib.parse.quote(part, safe="").replace(".", "%2E")
 
 
+# The longest name part we derive, before the ".json" a file adds: file systems take 255 bytes (ext4, xfs, S3
+# keys' parts are longer), and an encoded part is ASCII.
+NAME_MAX = 250
+_KEPT = 150  # a shortened name: this much of the name, "=", and the SHA-256 of the whole (64 hex digits)
+
+
+def bounded(encoded: str) -> str:
+    """A name part (:func:`_safe` text) as a file name: itself up to :data:`NAME_MAX` characters (every name an
+    earlier version could write), else its first 150 characters, ``=`` and the SHA-256 of the whole. ``=`` is
+    never in an encoded part (``quote`` writes it ``%3D``), so a shortened name is never another's own.
+
+    >>> bounded("shop.orders")
+    'shop.orders'
+    >>> long = _safe("tables " + "|".join(f"shop[.]customer_table_{i}" for i in range(12)))
+    >>> len(long), len(bounded(long)), bounded(long)[150], bounded(long) == bounded(long + "x")
+    (392, 215, '=', False)
+    """
+    if len(encoded) <= NAME_MAX:
+        return encoded
+    import hashlib
+
+    return f"{encoded[:_KEPT]}={hashlib.sha256(encoded.encode()).hexdigest()}"
+
+
 def table_file_name(table: TableId) -> str:
-    """The file-name form of a table: ``<db>.<table>``, each part encoded by :func:`_safe`."""
-    return f"{_safe(table.database)}.{_safe(table.table)}"
+    """The file-name form of a table: ``<db>.<table>``, each part encoded by :func:`_safe`, :func:`bounded`."""
+    return bounded(f"{_safe(table.database)}.{_safe(table.table)}")
 
 
 def table_of_file_name(name: str) -> TableId | None:
-    """The table a :func:`table_file_name` names (``None`` for another name).
+    """The table a :func:`table_file_name` names (``None`` for another name, or a shortened one: the store
+    keeps those whole under ``names/``).
 
     >>> table_of_file_name(table_file_name(TableId("x.y", "z/é"))), table_of_file_name("notes")
     (TableId(database='x.y', table='z/é'), None)
     """
     db, sep, table = name.partition(".")
-    if not sep or "." in table:
+    if not sep or "." in table or "=" in name:
         return None
     return TableId(urllib.parse.unquote(db), urllib.parse.unquote(table))
 
@@ -133,6 +163,7 @@ class StateStore:
         parsed = urllib.parse.urlsplit(location)
         self._local = parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt")
         self._made = False
+        self._named: set[str] = set()
         if self._local:
             self._root = parsed.path if parsed.scheme == "file" else location
             self._fs = None
@@ -148,8 +179,30 @@ class StateStore:
         """The error for a record a running capture needs and does not find here."""
         return StateError(f"{what} is missing under {self.location!r}; the state_dir must stay with the checkpoint")
 
-    def _chunk_dir(self, table: TableId) -> str:
-        return f"{self._root.rstrip('/')}/chunks/{table_file_name(table)}"
+    def _chunk_dir(self, table: TableId, write: bool = False) -> str:
+        return f"{self._root.rstrip('/')}/chunks/{self._table(table, write)}"
+
+    def _name(self, encoded: str, write: bool = False) -> str:
+        """An encoded name part as its file name (:func:`bounded`); when writing, a shortened one's whole name is
+        kept in ``names/`` first."""
+        short = bounded(encoded)
+        if write and short != encoded and short not in self._named:
+            self._write(self._path("names", f"{short}.json"), json.dumps({"name": encoded}).encode(), first_wins=True)
+            self._named.add(short)
+        return short
+
+    def _table(self, table: TableId, write: bool = False) -> str:
+        return self._name(f"{_safe(table.database)}.{_safe(table.table)}", write)
+
+    def _whole(self, name: str) -> str:
+        """The encoded name behind a file name: itself, or a shortened one's from ``names/``."""
+        if "=" not in name:
+            return name
+        d = self._read_json(self._path("names", f"{name}.json"))
+        return str(d["name"]) if isinstance(d, dict) and isinstance(d.get("name"), str) else name
+
+    def _tables_named(self, names: list[str]) -> list[TableId]:
+        return sorted({t for t in (table_of_file_name(self._whole(n)) for n in names) if t is not None}, key=str)
 
     def _path(self, *parts: str) -> str:
         return "/".join([self._root.rstrip("/"), *parts])
@@ -216,18 +269,21 @@ class StateStore:
 
     def record_chunk(self, rec: ChunkRecord) -> ChunkRecord:
         """Write the record unless one exists already; return the record that is now stored."""
-        path = f"{self._chunk_dir(rec.table)}/{rec.index}.json"
+        path = f"{self._chunk_dir(rec.table, write=True)}/{rec.index}.json"
         self._write(path, json.dumps(rec.to_dict(), sort_keys=True).encode(), first_wins=True)
         stored = self._read(path)
         assert stored is not None
         return stored
 
-    def record_plan(self, table: TableId, chunks: Sequence[Chunk]) -> list[Chunk]:
-        """Keep a table's chunk plan (first one wins, so a restarted stream reads the same chunks)."""
-        path = self._path("plans", f"{table_file_name(table)}.json")
+    def record_plan(self, table: TableId, chunks: Sequence[Chunk], rows_per_chunk: int = 0,
+                    avg_row_bytes: int = 0) -> list[Chunk]:
+        """Keep a table's chunk plan (first one wins, so a restarted stream reads the same chunks), with the rows
+        each chunk was planned to hold and the table's average row length when known (:meth:`plan_sizes`)."""
+        path = self._path("plans", f"{self._table(table, write=True)}.json")
         rows = [{"index": c.index, "key_columns": list(c.key_columns), "start": encode_key(c.start),
                  "end": encode_key(c.end), **null_flags(c)} for c in chunks]
-        self._write(path, json.dumps({"chunks": rows}).encode(), first_wins=True)
+        sizes = {"rows_per_chunk": int(rows_per_chunk), "avg_row_bytes": int(avg_row_bytes)} if rows_per_chunk else {}
+        self._write(path, json.dumps({"chunks": rows, **sizes}).encode(), first_wins=True)
         stored = self.plan(table)
         assert stored is not None
         return stored
@@ -236,8 +292,16 @@ class StateStore:
         """The recorded chunk ``index`` of the table, if it is recorded."""
         return self._read(f"{self._chunk_dir(table)}/{int(index)}.json")
 
+    def plan_sizes(self, table: TableId) -> tuple[int, int] | None:
+        """(rows per chunk, average row bytes) the table's plan was made with; ``None`` for a plan that does not
+        say (made by an earlier version)."""
+        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
+        if not isinstance(d, dict) or not d.get("rows_per_chunk"):
+            return None
+        return int(d["rows_per_chunk"]), int(d.get("avg_row_bytes") or 0)
+
     def plan(self, table: TableId) -> list[Chunk] | None:
-        d = self._read_json(self._path("plans", f"{table_file_name(table)}.json"))
+        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
         if d is None:
             return None
         return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]),
@@ -246,14 +310,14 @@ class StateStore:
     def record_schema(self, schema: TableSchema, replace: bool = False) -> TableSchema:
         """Keep the table's schema as a stream first planned it (first one wins, unless ``replace``: a table
         about to be snapshotted, of which nothing was read yet); return the stored one."""
-        path = self._path("schemas", f"{table_file_name(schema.table)}.json")
+        path = self._path("schemas", f"{self._table(schema.table, write=True)}.json")
         self._write(path, json.dumps(schema.to_dict(), sort_keys=True).encode(), first_wins=not replace)
         stored = self.schema(schema.table)
         assert stored is not None
         return stored
 
     def schema(self, table: TableId) -> TableSchema | None:
-        d = self._read_json(self._path("schemas", f"{table_file_name(table)}.json"))
+        d = self._read_json(self._path("schemas", f"{self._table(table)}.json"))
         if d is None:
             return None
         try:
@@ -264,7 +328,7 @@ class StateStore:
     def recorded_schemas(self) -> list[TableId]:
         """Tables whose schema is recorded here."""
         names = [n[:-5] for n in self._list("schemas") or [] if n.endswith(".json")]
-        return sorted({t for t in map(table_of_file_name, names) if t is not None}, key=str)
+        return self._tables_named(names)
 
     def record_capture(self, settings: dict[str, Any]) -> dict[str, Any]:
         """Keep the settings that shape a capture's output (first one wins); return the stored ones."""
@@ -291,7 +355,7 @@ class StateStore:
 
     def record_mirror(self, table: TableId, location: str) -> str:
         """Note that the sync created the table's mirror at ``location`` (first one wins); the stored one."""
-        path = self._path("mirrors", table_file_name(table) + ".json")
+        path = self._path("mirrors", self._table(table, write=True) + ".json")
         self._write(path, json.dumps({"location": location}).encode(), first_wins=True)
         stored = self.mirror(table)
         assert stored is not None
@@ -299,7 +363,7 @@ class StateStore:
 
     def mirror(self, table: TableId) -> str | None:
         """Where the sync created the table's mirror (``None``: it has not)."""
-        d = self._read_json(self._path("mirrors", table_file_name(table) + ".json"))
+        d = self._read_json(self._path("mirrors", self._table(table) + ".json"))
         return str(d["location"]) if isinstance(d, dict) else None
 
     def record_round(self, index: int, rnd: Round) -> Round:
@@ -327,35 +391,36 @@ class StateStore:
         point decided again after a crash, before any row of it was delivered)."""
         file, pos = entry.at
         # a statement's entry and a snapshot's at one point are both kept (a reset, then the table described)
-        name = f"{_safe(file)}@{int(pos)}{'@snapshot' if entry.action == SNAPSHOT else ''}.json"
-        self._write(self._path("history", table_file_name(table), name),
+        name = f"{bounded(f'{_safe(file)}@{int(pos)}')}{'@snapshot' if entry.action == SNAPSHOT else ''}.json"
+        self._write(self._path("history", self._table(table, write=True), name),
                     json.dumps(entry.to_dict(), sort_keys=True).encode(), first_wins=False)
 
     def history(self, table: TableId) -> list[HistoryEntry]:
         """The table's schema history entries, in binlog order."""
-        folder = f"history/{table_file_name(table)}"
+        folder = f"history/{self._table(table)}"
         out = []
         for n in self._list(folder) or []:
             if n.endswith(".json") and not n.startswith("."):
-                d = self._read_json(self._path("history", table_file_name(table), n))
+                d = self._read_json(self._path("history", self._table(table), n))
                 if isinstance(d, dict):
                     out.append(HistoryEntry.from_dict(d))
         return sorted(out, key=lambda e: e.key)
 
     def record_offset(self, name: str, offset: dict[str, Any]) -> None:
         """The latest committed offset of a stream (replaced atomically)."""
-        self._write(self._path("offsets", f"{_safe(name)}.json"), json.dumps(offset, sort_keys=True).encode(),
+        self._write(self._path("offsets", f"{self._name(_safe(name), write=True)}.json"),
+                    json.dumps(offset, sort_keys=True).encode(),
                     first_wins=False)
 
     def offset(self, name: str) -> dict[str, Any] | None:
-        d = self._read_json(self._path("offsets", f"{_safe(name)}.json"))
+        d = self._read_json(self._path("offsets", f"{self._name(_safe(name))}.json"))
         return d if isinstance(d, dict) else None
 
     def retire(self, table: TableId, tag: str) -> None:
         """Move a dropped table's chunk plan and chunk records under ``retired/<tag>/`` (its schema stays, for
         reading its rows), so that a table created later under its name is planned and recorded afresh.
         Idempotent: what is already moved is left."""
-        name = table_file_name(table)
+        name = self._table(table)
         moves = [(self._path("plans", f"{name}.json"), self._path("retired", _safe(tag), "plans", f"{name}.json")),
                  (self._chunk_dir(table), self._path("retired", _safe(tag), "chunks", name))]
         for src, dst in moves:
@@ -387,7 +452,7 @@ class StateStore:
             if n.endswith(".json") and not n.startswith("."):
                 d = self._read_json(self._path("offsets", n))
                 if isinstance(d, dict):
-                    out[urllib.parse.unquote(n[:-5])] = d
+                    out[urllib.parse.unquote(self._whole(n[:-5]))] = d
         return out
 
     def _read(self, path: str) -> ChunkRecord | None:
@@ -412,7 +477,7 @@ class StateStore:
     def recorded_tables(self) -> list[TableId]:
         """Tables with a chunk plan or chunk records here."""
         names = [n[:-5] for n in self._list("plans") or [] if n.endswith(".json")] + list(self._list("chunks") or [])
-        return sorted({t for t in map(table_of_file_name, names) if t is not None}, key=str)
+        return self._tables_named(names)
 
     def chunk_records(self, table: TableId) -> list[ChunkRecord]:
         """Every recorded chunk of the table, by index."""

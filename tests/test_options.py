@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import OPTIONS, parse_options
@@ -139,3 +141,15 @@ def test_public_face_and_pure_logic_load_no_spark_and_no_driver() -> None:
     import mysql_cdc
 
     assert set(mysql_cdc.__all__) >= {"register", "plan_chunks", "MysqlCdcError", "ConnectionProfile"}
+
+
+_PATTERN_PARTS = st.sampled_from(["shop", "[.]", "orders", r"\d{2,4}", "(a|b)", "(x,y)", "[,;]", r"a\,b", ".*",
+                                  "[]x]", "[^],]", "{1,2}", "_"])
+
+
+@given(st.lists(st.lists(_PATTERN_PARTS, min_size=1, max_size=5).map("".join), min_size=1, max_size=4))
+def test_patterns_split_at_the_commas_between_them_only(patterns: list[str]) -> None:
+    from mysql_cdc.options import split_patterns
+
+    assert split_patterns(", ".join(patterns)) == tuple(patterns)
+    assert split_patterns(",".join(patterns)) == tuple(patterns)

@@ -173,6 +173,30 @@ def test_chunk_keys_of_tables_without_a_primary_key(profile: ConnectionProfile, 
     assert all(not (a & b) for i, a in enumerate(groups) for b in groups[i + 1:])
 
 
+@pytest.mark.timeout(120)
+def test_a_float_chunk_key_with_repeated_values_is_planned(profile: ConnectionProfile, db: str, root: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """FLOAT keys come through the text protocol rounded (``5.3`` for ``5.300000190734863``): planning read them
+    exactly, and the planner's loop stops with one clear error where a key comes back as the one before."""
+    from mysql_cdc.planner import splitter
+
+    root.cursor().execute("CREATE TABLE fl (x FLOAT NOT NULL, n INT NOT NULL, KEY (x))")
+    values = [5.3] * 40 + [i / 7 for i in range(60)] + [0.1] * 25
+    insert_rows(root, "fl", ["x", "n"], [(x, i) for i, x in enumerate(values)])
+    chunks = _plan(profile, f"{db}\\.fl", chunk_key="x", chunk_size=10)
+    per_chunk = _keys_per_chunk(root, chunks, ["n"])
+    assert sorted(n for ks in per_chunk for (n,) in ks) == list(range(len(values)))  # each row in one chunk
+    assert len(chunks) >= 5
+    cur = root.cursor()
+    cur.execute("SELECT x + 0e0 FROM fl WHERE n = 0")
+    exact = cur.fetchone()[0]
+    assert exact != 5.3 and any(c.start == (exact,) or c.end == (exact,) for c in chunks)
+    # the rounded read of before: the loop no longer runs forever
+    monkeypatch.setattr(splitter, "exact_key_columns", lambda schema: ", ".join(f"`{c}`" for c in schema.chunk_key))
+    with pytest.raises(ChunkKeyError, match=r"made no progress: the server gave the key \((0\.1|5\.3),\) again"):
+        _plan(profile, f"{db}\\.fl", chunk_key="x", chunk_size=10)
+
+
 def test_a_view_is_refused_with_one_clear_error(profile: ConnectionProfile, db: str, root: Any) -> None:
     """A view has no binlog of its own: captured by name (with a chunk key, as a view has no primary key) its
     snapshot read rows and its binlog phase returned nothing, forever. Patterns match base tables only."""
@@ -221,6 +245,13 @@ def test_cascading_foreign_keys_are_refused_where_the_binlog_lacks_their_rows(
         assert len(plans) == 3
         _, plans = plan_tables(profile, parse_options({"tables": f"{db}[.](parent|plain)"}))  # RESTRICT: fine
         assert len(plans) == 2
+        # a snapshot alone reads every row as it is: nothing the binlog lacks matters (the data source's batch
+        # read, the chunk table, mysql_cdc.plan_chunks)
+        _, plans = plan_tables(profile, parse_options(plan), binlog=False)
+        assert len(plans) == 3
+        import mysql_cdc
+
+        assert len(mysql_cdc.plan_chunks(profile, tables=f"{db}[.]child")) == 1
         return
     facts, plans = plan_tables(profile, parse_options(plan))
     child = next(p.schema for p in plans if p.schema.table.table == "child")
@@ -374,6 +405,33 @@ def test_missing_privileges(info: ServerInfo, db: str, root: Any, grants: str, m
         cur.execute(f"DROP USER '{user}'@'%'")
 
 
+def test_tables_the_user_cannot_see_are_refused_before_data_moves(info: ServerInfo, db: str, root: Any) -> None:
+    """SELECT granted on two of three tables: a pattern that may match the third (which the user cannot see,
+    and whose changes the binlog carries) is refused with the grant to give; one naming the granted tables is
+    not; a snapshot alone is not checked (it reads what it matches)."""
+    cur = root.cursor()
+    for t in ("a", "b", "hidden"):
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY)")
+    user = "partial"
+    cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'Part-pw-1'")
+    try:
+        cur.execute(f"GRANT REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO '{user}'@'%'")
+        cur.execute(f"GRANT SELECT ON `{db}`.a TO '{user}'@'%'")
+        cur.execute(f"GRANT SELECT ON `{db}`.b TO '{user}'@'%'")
+        prof = ConnectionProfile(info.host, info.port, user, "Part-pw-1", 5)
+        with pytest.raises(PrivilegeError, match=rf"may SELECT only some tables of database '{db}' \(a, b\), and "
+                           rf"the pattern '{db}\[\.\]\.\*' may match tables .*GRANT SELECT ON `{db}`\.\* TO"):
+            plan_tables(prof, parse_options({"tables": f"{db}[.].*"}))
+        with pytest.raises(PrivilegeError, match=rf"names '{db}\.hidden', which the user cannot see"):
+            plan_tables(prof, parse_options({"tables": f"{db}[.](a|hidden)"}))
+        _, plans = plan_tables(prof, parse_options({"tables": f"{db}[.](a|b)"}))
+        assert [str(p.schema.table) for p in plans] == [f"{db}.a", f"{db}.b"]
+        _, plans = plan_tables(prof, parse_options({"tables": f"{db}[.].*", "exclude": f"{db}[.].*x"}), binlog=False)
+        assert [str(p.schema.table) for p in plans] == [f"{db}.a", f"{db}.b"]
+    finally:
+        cur.execute(f"DROP USER '{user}'@'%'")
+
+
 def test_binary_log_off_stops_with_one_clear_error(tmp_path: Any) -> None:
     """A real server started without a binlog (MariaDB: starts in about a second)."""
     from tests.servers import ServerProcess
@@ -477,6 +535,40 @@ def test_cli_plan_and_status(info: ServerInfo, profile: ConnectionProfile, db: s
     assert version.value.code == 0 and "mysql-cdc 0.1.0" in capsys.readouterr().out
     assert main(["plan", "--source", "nowhere", "--tables", "x"]) == 2
     assert "unknown connection profile 'nowhere'" in capsys.readouterr().err
+
+
+def test_cli_tables_lists_what_patterns_match_with_several_patterns_and_the_checks(
+        info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mysql-cdc tables``: several patterns (``--tables`` again, a comma inside a count), what they match and
+    what ``--exclude`` leaves out; MariaDB's cascading child refused in one line naming the flag, which the CLI
+    has (``--allow-unlogged-cascades``)."""
+    from mysql_cdc.cli import main
+
+    cur = root.cursor()
+    for t in ("log_2024", "log_24", "log_x", "orders", "skip_me"):
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY)")
+    cur.execute("CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES orders (id) "
+                "ON DELETE CASCADE)")
+    monkeypatch.setenv("MYSQL_CDC_PROFILE_CLI_TEST",
+                       f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}")
+    args = ["tables", "--source", "cli-test", "--tables", rf"{db}[.]log_\d{{2,4}}, {db}[.]orders",
+            "--tables", f"{db}[.]skip.*", "--exclude", f"{db}[.]skip_me"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines() == [f"{db}.log_2024\tprimary key (id)\t1 columns",
+                                    f"{db}.log_24\tprimary key (id)\t1 columns",
+                                    f"{db}.orders\tprimary key (id)\t1 columns", f"{db}.skip_me\texcluded"]
+    assert "3 table(s) match, 1 excluded" in out.err
+    child = ["tables", "--source", "cli-test", "--tables", f"{db}[.]child"]
+    if info.kind == "mariadb":
+        assert main(child) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "allow_unlogged_cascades" in err[0], err
+        assert main([*child, "--allow-unlogged-cascades"]) == 0
+    else:
+        assert main(child) == 0
+    assert f"{db}.child\tprimary key (id)" in capsys.readouterr().out
 
 
 def test_row_estimates_of_a_million_and_more_choose_even_chunks(profile: ConnectionProfile, db: str,

@@ -293,3 +293,34 @@ def test_types_outside_the_arrow_path_agree_across_drivers(info: ServerInfo, pro
     assert first[1] is True and first[2] == b"\x0a\xbc"
     assert first[3] == -dt.timedelta(hours=838, minutes=59, seconds=59)
     assert first[4].replace(" ", "") == '{"a":[1,2.5,"é"]}'
+
+
+def test_zero_dates_are_null_on_the_arrow_path_without_a_panic(info: ServerInfo, profile: ConnectionProfile,
+                                                               db: str, root: Any, capfd: Any) -> None:
+    """Dates with a zero month or day (allowed without NO_ZERO_DATE) read as NULL on every path; the Arrow
+    path no longer panics on them (connectorx printed a Rust backtrace, then the chunk went the other way)."""
+    import datetime as dt
+
+    from mysql_cdc.connect import connect
+
+    cur = root.cursor()
+    cur.execute("CREATE TABLE z (id INT PRIMARY KEY, d DATE, dtm DATETIME(3), ts TIMESTAMP NULL)")
+    cur.execute("SET SESSION sql_mode = ''")
+    cur.execute("INSERT INTO z VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00'), "
+                "(2, '2020-00-15', '2020-05-00 01:02:03.250', NULL), "
+                "(3, '2021-01-02', '2021-01-02 03:04:05.678', '2021-01-02 03:04:05')")
+    cur.execute("SET SESSION sql_mode = DEFAULT")
+    options = parse_options({"tables": f"{db}\\.z"})
+    facts, plans = plan_tables(profile, options)
+    capfd.readouterr()
+    results = {}
+    for name, kw in {"arrow": {"fast": True}, "mysqlclient": {"fast": False},
+                     "pymysql": {"fast": False, "connect": connect}}.items():
+        read = SnapshotReader(profile, plans[0].schema, facts, options, **kw).read(plans[0].chunks[0])
+        assert read.path == ("arrow" if name == "arrow" else "mysqlclient")
+        results[name] = sorted(r for b in read.batches for r in batch_to_rows(b))
+    assert "panicked" not in capfd.readouterr().err
+    assert results["arrow"] == results["mysqlclient"] == results["pymysql"]
+    assert results["arrow"][:2] == [(1, None, None, None), (2, None, None, None)]
+    assert results["arrow"][2] == (3, dt.date(2021, 1, 2), dt.datetime(2021, 1, 2, 3, 4, 5, 678000),
+                                   dt.datetime(2021, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from mysql_cdc.chunks import Chunk, ChunkRecord
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
+from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.state.store import StateStore, table_file_name
 
 
@@ -65,6 +67,49 @@ def test_table_file_names_are_injective(d1: str, t1: str, d2: str, t2: str) -> N
     a, b = TableId(d1, t1), TableId(d2, t2)
     assert (table_file_name(a) == table_file_name(b)) == (a == b)
     assert "/" not in table_file_name(a) and table_file_name(a) not in (".", "..")
+
+
+@given(st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=400), st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=400))
+def test_file_names_stay_within_a_file_systems_limit_and_apart(a: str, b: str) -> None:
+    from mysql_cdc.state.store import NAME_MAX, _safe, bounded
+
+    x, y = bounded(_safe(a)), bounded(_safe(b))
+    assert len((x + ".json").encode()) <= 255 and "/" not in x
+    assert (x == y) == (a == b)
+    assert x == _safe(a) or len(_safe(a)) > NAME_MAX  # a name that fit is kept as earlier versions wrote it
+
+
+def test_long_names_are_shortened_kept_whole_and_read_back(tmp_path: Any) -> None:
+    """A table of 64 CJK characters in a database of 64 (every part 576 characters once encoded) and a stream
+    over a dozen tables: every record is written, every name comes back whole, no file name passes 255 bytes;
+    a state dir with the names of earlier versions is read as it is."""
+    t = TableId("库" * 64, "表" * 64)
+    store = StateStore(str(tmp_path / "s"))
+    chunk = Chunk(t, 0, ("id",), None, None)
+    store.record_plan(t, [chunk])
+    store.record_chunk(ChunkRecord.of(chunk, BinlogOffset("binlog.000001", 4), BinlogOffset("binlog.000001", 9),
+                                      rows=1))
+    schema = TableSchema(t, (ColumnInfo("id", "int", "int", False),), ("id",), ("id",))
+    store.record_schema(schema)
+    store.record_mirror(t, "/lake/x")
+    stream = "tables " + "|".join(f"shop[.]customer_table_{i}" for i in range(12))
+    store.record_offset(stream, {"phase": "binlog", "file": "binlog.000001", "pos": 9})
+    again = StateStore(str(tmp_path / "s"))  # a new process reads it all back by name
+    assert again.recorded_tables() == [t] and again.recorded_schemas() == [t]
+    assert again.plan(t) == [chunk] and [r.high.pos for r in again.chunk_records(t)] == [9]
+    assert again.schema(t) == schema and again.mirror(t) == "/lake/x"
+    assert again.offsets() == {stream: {"phase": "binlog", "file": "binlog.000001", "pos": 9}}
+    assert again.offset(stream) == {"phase": "binlog", "file": "binlog.000001", "pos": 9}
+    for folder, _, files in os.walk(tmp_path / "s"):
+        for name in [os.path.basename(folder), *files]:
+            assert len(name.encode()) <= 255, name
+    # names as an earlier version wrote them (250 characters and shorter) are those read now
+    old = StateStore(str(tmp_path / "old"))
+    name = "x" * 245
+    os.makedirs(tmp_path / "old" / "offsets")
+    (tmp_path / "old" / "offsets" / f"{name}.json").write_text('{"phase": "binlog", "pos": 4}')
+    assert old.offset(name) == {"phase": "binlog", "pos": 4} and old.offsets() == {name: {"phase": "binlog", "pos": 4}}
 
 
 @given(st.lists(st.integers(0, 10**6), unique=True, max_size=5), st.booleans(), st.booleans())

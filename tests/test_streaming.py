@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.profiles import ConnectionProfile
 from tests.conftest import ROOT, _repo_env, wait_until
@@ -249,6 +250,48 @@ def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch
     assert reader.next_offset(rest, 0) == rest  # nothing new: the same offset
 
 
+def test_snapshot_batches_are_bounded_by_rows_and_bytes_too(profile: ConnectionProfile, db: str, root: Any,
+                                                             tmp_path: Any) -> None:
+    """max_rows_per_batch and max_bytes_per_batch bound the snapshot's micro-batches as they bound the binlog's
+    (a sync's 1.9 M-row first batch ran its driver out of memory): chunks are planned no larger, and a batch
+    takes as many whole chunks as fit; the binlog's batches end at the transaction that passes the bytes."""
+    from mysql_cdc.options import parse_options
+    from mysql_cdc.udtf.spark.stream_reader import MysqlCdcStreamReader
+
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(200) NOT NULL)")
+    insert_rows(root, "t", ["id", "v", "pad"], [(k, k, "p" * 150) for k in range(1, 3001)])
+    root.cursor().execute("ANALYZE TABLE t")
+    for bound, key in ((("max_rows_per_batch", "700"),), "rows"), ((("max_bytes_per_batch", str(60_000)),), "bytes"):
+        opts = parse_options({"table": f"{db}.t", "state_dir": str(tmp_path / key), "max_chunks_per_batch": "50",
+                              **dict(bound)})
+        reader = MysqlCdcStreamReader(profile, opts)
+        off = reader.initialOffset()
+        sizes = reader.store.plan_sizes(TableId(db, "t"))
+        assert sizes is not None and sizes[1] > 150
+        rows_per_chunk = sizes[0]
+        assert rows_per_chunk <= (700 if key == "rows" else 60_000 // sizes[1])
+        counts = []
+        while off["phase"] == "snapshot" and off["chunk"] < off["chunks"]:
+            nxt = reader.next_offset(off, int(dict(bound).get("max_rows_per_batch", 0)))
+            counts.append(sum(b.num_rows for p in reader.partitions(off, nxt) for b in reader.read(p)))
+            off = nxt
+        assert sum(counts) == 3000 and len(counts) >= 3, counts
+        # by planned sizes, so within a chunk's spread of the bound (unbounded, one batch would take all 3,000)
+        limit = 1.5 * (700 if key == "rows" else 60_000 // sizes[1])
+        assert max(counts) <= limit, (key, counts, sizes)
+    # the binlog (the last reader's: max_bytes_per_batch 60,000): a batch ends at the transaction that passes it
+    first = reader.next_offset(off, 0)
+    assert first["phase"] == "binlog"
+    cur = root.cursor()
+    for k in range(1, 201):  # 200 transactions of about 700 bytes
+        cur.execute("UPDATE t SET pad = %s WHERE id = %s", ("q" * 200, k))
+    batches, start = [], first
+    while (nxt := reader.next_offset(start, 0)) != start:
+        batches.append(sum(b.num_rows for p in reader.partitions(start, nxt) for b in reader.read(p)))
+        start = nxt
+    assert sum(batches) == 400 and len(batches) >= 2 and max(batches) < 400, batches
+
+
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the CLI's follow: on MariaDB, tests/test_multi_table.py
 def test_cli_follow_once_then_again_mirrors_the_table(classic_spark: Any, info: ServerInfo,
                                                       profile: ConnectionProfile, db: str, root: Any,
@@ -300,9 +343,10 @@ def test_cli_progress_one_line_errors_and_existing_output(classic_spark: Any, in
     assert re.search(r"rows \([\d,]+ rows/s\), binlog \S+:\d+, binlog lag [\d,]+ bytes", first.stdout), first.stdout
     root.cursor().execute("ALTER TABLE t ADD COLUMN c INT")
     stopped = cli(*follow)
-    assert stopped.returncode == 1
-    assert stopped.stderr.strip().splitlines()[-1].startswith(
-        "mysql-cdc: the stream stopped: SchemaChangedError: table"), stopped.stderr[-3000:]
+    assert stopped.returncode == 2  # an error of ours, with its fix
+    assert re.match(r"mysql-cdc: the stream stopped at .+?: SchemaChangedError: table",
+                    stopped.stderr.strip().splitlines()[-1]), stopped.stderr[-3000:]
+    assert len(stopped.stderr.strip().splitlines()) == 1, stopped.stderr[-3000:]  # Spark's output is in its log
     out = str(tmp_path / "snap")
     snap = ["snapshot", "--source", "cli", "--table", f"{db}.t", "--out", out, "--master", "local[2]"]
     made = cli(*snap)
@@ -325,7 +369,7 @@ def test_cli_every_option_has_help() -> None:
     bare = [f"{name} {'/'.join(a.option_strings)}" for name, p in sub.choices.items() for a in p._actions
             if a.option_strings and not a.help]
     assert bare == []
-    assert set(sub.choices) == {"plan", "snapshot", "follow", "status", "sync"}
+    assert set(sub.choices) == {"tables", "plan", "snapshot", "follow", "status", "sync"}
 
 
 # each session on one server (the stop is the driver's, the same on both): the CI's time goes to the servers

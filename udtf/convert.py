@@ -413,11 +413,19 @@ def select_expr(col: ColumnInfo, quoted: str) -> str:
     """The SELECT expression of a column for the mysqlclient path. FLOAT is printed with about six significant
     digits in a result set (1000001 comes back as 1e+06): widened to DOUBLE in the server, every stored float
     arrives exactly and is narrowed back by :func:`value_converter`. Text in a character set without an exact
-    decoder here comes as its stored bytes."""
+    decoder here comes as its stored bytes. A date with a zero month or day (``'0000-00-00'``, ``'2020-00-15'``,
+    allowed without NO_ZERO_DATE / NO_ZERO_IN_DATE) is made NULL by the server, as the binlog reader gives it:
+    connectorx panicked on it (a Rust backtrace on stderr), pymysql gave it as text.
+
+    >>> select_expr(ColumnInfo("d", "date", "date", True), "`d`")
+    'IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, `d`)'
+    """
     if col.data_type == "float":
         return f"({quoted} + 0E0)"
     if col.data_type in TEXT_TYPES and text_decoder(col.charset) is None:
         return f"CAST({quoted} AS BINARY)"  # delivered as its stored bytes, like the binlog's
+    if col.data_type in ("date", "datetime", "timestamp"):
+        return f"IF(MONTH({quoted}) = 0 OR DAYOFMONTH({quoted}) = 0, NULL, {quoted})"
     return quoted
 
 

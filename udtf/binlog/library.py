@@ -98,7 +98,8 @@ def _json_opaque(data: bytes) -> JsonOpaque | None:
 
 def adapt_library() -> None:
     """Five changes to python-mysql-replication's decoding (process-wide; this package is its only user in
-    a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition:
+    a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition,
+    and more lost connections read on after a reconnect:
 
     - strings (text and binary) come as their stored bytes: the library decodes text with the Python codec
       named like the MySQL character set, which is wrong for utf16/ucs2/utf32 (big-endian in MySQL), latin1
@@ -113,12 +114,17 @@ def adapt_library() -> None:
       ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
       reason, and the reasons are kept per event, not per row).
     """
-    from pymysqlreplication import json_binary
+    from pymysqlreplication import binlogstream, json_binary
     from pymysqlreplication.event import QueryEvent
     from pymysqlreplication.exceptions import StatusVariableMismatch
     from pymysqlreplication.packet import BinLogPacketWrapper
     from pymysqlreplication.row_event import RowsEvent, TableMapEvent
 
+    # the errors after which the library connects again and reads on from the last event it read: also a server
+    # shutting down, a connection killed (MariaDB), a packet cut short and one closed for inactivity (its own list
+    # has 2006 and 2013 only); the new connection waits for the server as connect() does (guarded_connect)
+    expected = binlogstream.MYSQL_EXPECTED_ERROR_CODES
+    expected.extend(c for c in (1053, 1927, 2055, 4031) if c not in expected)
     setattr(RowsEvent, "_RowsEvent__read_string", _stored_bytes)  # noqa: B010 (a name-mangled method)
     TableMapEvent._read_type_values = _member_indexes
     json_binary.parse_opaque = _json_opaque

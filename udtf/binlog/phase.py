@@ -38,6 +38,7 @@ from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, server_end
 from mysql_cdc.udtf.binlog.transactions import SchemaChange, Transaction, read_transactions
 from mysql_cdc.udtf.convert import binlog_row_converter
+from mysql_cdc.xa import after
 
 
 class Change(NamedTuple):
@@ -137,7 +138,7 @@ class BinlogPhase:
             for txn in read_transactions(self.profile, sid, start.offset, tables, **self._reading,
                                          auto_position=start.auto_position, end=end,
                                          on_schema_change=self._on_schema_change, skip_before=start.skip_before,
-                                         decoders=self.decoders, piece=self.opts.fetch_size):
+                                         decoders=self.decoders, piece=self.opts.fetch_size, xa_pending=start.xa):
                 if txn.complete:
                     self.transactions += 1
                     self.last = BinlogOffset(txn.file, txn.end)
@@ -148,9 +149,10 @@ class BinlogPhase:
 
     def batch_end(self, start: ReadFrom, end: BinlogOffset, max_rows: int = 0,
                   watch: Callable[[TableId], bool] | None = None, drops: bool = False,
-                  follow: bool = False) -> BinlogOffset:
+                  follow: bool = False, max_bytes: int = 0) -> BinlogOffset:
         """Where a micro-batch that starts at ``start`` ends: ``end``, or earlier at the first transaction
-        boundary by which ``max_rows`` (if > 0) change rows of the tables were written, or earlier still at the
+        boundary by which ``max_rows`` (if > 0) change rows of the tables were written or ``max_bytes`` (if > 0)
+        bytes of binlog were passed (a larger transaction is a batch of its own), or earlier still at the
         boundary just before a DDL statement on a captured table, so that every change before the DDL is
         delivered and committed by the batch. A DDL right at ``start`` stops the stream here, in the driver,
         with :class:`SchemaChangedError` (also after a restart from the checkpoint), before any data moves.
@@ -165,8 +167,11 @@ class BinlogPhase:
         (the caller follows the change).
 
         Reads the range once more in the driver; without ``max_rows`` row events are not decoded (boundaries
-        and statements only)."""
-        seen = 0
+        and statements only). :attr:`pending_xa`: the XA transactions prepared and still open at the end
+        returned (``start``'s, less those it commits or rolls back, and those it prepares)."""
+        seen = passed = 0
+        self.pending_xa = start.xa
+        pending = start.xa
         last = start.offset
         ddl: list[SchemaChange] = []
         self.new_table_seen = False
@@ -193,18 +198,21 @@ class BinlogPhase:
                                              **self._reading, auto_position=start.auto_position, end=end,
                                              on_schema_change=found, skip_before=start.skip_before,
                                              decode_rows=max_rows > 0, on_ddl=statement,
-                                             decoders=self.decoders, piece=self.opts.fetch_size):
+                                             decoders=self.decoders, piece=self.opts.fetch_size, xa_search=False):
                     seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
                     if not txn.complete:
                         continue
+                    passed += txn.end - (last.pos if txn.file == last.file else 0)
                     last = BinlogOffset(txn.file, txn.end)
+                    pending = after(pending, txn.xa)
+                    self.pending_xa = pending
                     keep_boundary(self.seen, last)
                     if self.dropped:  # the batch is the DROP statement alone
                         return last
                     if creating:  # the batch ends just after the statement: the next one adds the table
                         self.new_table_seen = True
                         return last
-                    if max_rows > 0 and seen >= max_rows:
+                    if (max_rows > 0 and seen >= max_rows) or (max_bytes > 0 and passed >= max_bytes):
                         return last
             except _StopAtDdl:
                 if last == start.offset:  # nothing before the DDL is left to deliver
@@ -219,7 +227,7 @@ class BinlogPhase:
         with claimed_id(self.profile, self.opts) as sid:
             for _ in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                        auto_position=start.auto_position, end=end, on_schema_change=found.append,
-                                       skip_before=start.skip_before, decode_rows=False):
+                                       skip_before=start.skip_before, decode_rows=False, xa_search=False):
                 pass
         return found
 
@@ -230,7 +238,7 @@ class BinlogPhase:
         with claimed_id(self.profile, self.opts) as sid:
             for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
-                                         decode_rows=False, on_schema_change=lambda ch: None):
+                                         decode_rows=False, on_schema_change=lambda ch: None, xa_search=False):
                 keep_boundary(out, BinlogOffset(txn.file, txn.end))
         return out
 
@@ -252,7 +260,7 @@ class BinlogPhase:
         with claimed_id(self.profile, self.opts) as sid:
             for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
-                                         on_schema_change=lambda ch: None):
+                                         on_schema_change=lambda ch: None, xa_search=False):
                 for r in txn.rows:
                     return list(r.after if r.after is not None else r.before or {})
         return None

@@ -16,15 +16,19 @@ from mysql_cdc.offsets import BinlogOffset, MariadbGtidPos, binlog_file_key, is_
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.emit import EmitRule
+from mysql_cdc.xa import PendingXa
 
 
 @dataclass(frozen=True)
 class ReadFrom:
-    """Where a binlog read starts: a transaction boundary, or (MySQL) every transaction not in a GTID set."""
+    """Where a binlog read starts: a transaction boundary, or (MySQL) every transaction not in a GTID set; and
+    the XA transactions prepared before it and still open there (:mod:`mysql_cdc.xa`), whose rows the read
+    delivers at their commit."""
 
     offset: BinlogOffset
     auto_position: bool = False
     skip_before: int | None = None  # startup from a timestamp: events committed before it are not emitted
+    xa: tuple[PendingXa, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.offset.file, "pos": self.offset.pos}
@@ -32,6 +36,8 @@ class ReadFrom:
             d["gtids"] = self.offset.gtids or ""
         if self.skip_before is not None:
             d["skip_before"] = self.skip_before
+        if self.xa:
+            d["xa"] = [p.to_dict() for p in self.xa]
         return d
 
     @classmethod
@@ -39,7 +45,7 @@ class ReadFrom:
         auto = "gtids" in d
         off = BinlogOffset(str(d["file"]), int(d["pos"]), d.get("gtids"), "gtid" if auto else "position")
         sb = d.get("skip_before")
-        return cls(off, auto, None if sb is None else int(sb))
+        return cls(off, auto, None if sb is None else int(sb), tuple(PendingXa.from_dict(x) for x in d.get("xa", ())))
 
 
 def server_end(profile: ConnectionProfile, facts: ServerFacts, conn: Any | None = None) -> BinlogOffset:

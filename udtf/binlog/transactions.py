@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -21,10 +21,11 @@ from mysql_cdc.connect import guarded_connect, pymysql_kwargs
 from mysql_cdc.ddl import Statement, read_statement
 from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.ids import TableId
-from mysql_cdc.offsets import BinlogOffset, GtidSet
+from mysql_cdc.offsets import BinlogOffset, GtidSet, binlog_file_key
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.library import adapt_library, check_described, library_image, refuse_partial_json
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
+from mysql_cdc.xa import PendingXa, Xid, xa_statement
 
 ANONYMOUS_GTID_EVENT = 34
 _COMPRESSED = ("a compressed transaction or event, which python-mysql-replication cannot decode, so its changes "
@@ -77,6 +78,10 @@ class Transaction:
     timestamp: int
     rows: tuple[BinlogRow, ...]
     complete: bool = True
+    # what it did to XA transactions (mysql_cdc.xa.after): ("prepare", xid, where its group starts) for an XA
+    # PREPARE, whose rows are held (``held``), not delivered; ("commit" | "rollback", xid, None) for the end
+    xa: tuple[tuple[str, Xid, tuple[str, int] | None], ...] = ()
+    held: tuple[BinlogRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,9 @@ class TransactionReader:
                  end: BinlogOffset | None = None, on_schema_change: Callable[[SchemaChange], None] | None = None,
                  skip_before: int | None = None, on_ddl: Callable[[str, str], None] | None = None,
                  decoders: RowDecoders | None = None, piece: int = 0,
-                 server_version: tuple[int, int, int] | None = None, allow_statement_writes: bool = False) -> None:
+                 server_version: tuple[int, int, int] | None = None, allow_statement_writes: bool = False,
+                 prepared: dict[Xid, list[BinlogRow]] | None = None,
+                 find_prepared: Callable[[Xid, BinlogOffset], list[BinlogRow]] | None = None) -> None:
         self.tables = tables
         self.wanted = {(t.database, t.table) for t in tables}
         self.flavor, self.server_version = flavor, server_version
@@ -134,12 +141,22 @@ class TransactionReader:
         self.in_pieces = ""  # the table whose rows of it went out in pieces first ("": none did)
         self.sent_upto: tuple[Any, ...] | None = None  # the last rows event whose rows went out in a piece
         self.described: set[int] = set()  # table ids whose table map was checked for column metadata
+        # XA transactions (mysql_cdc.xa): the rows of those prepared, held until their commit or rollback (with
+        # those prepared before the read's start, read first); where the open group starts; whether it is an
+        # XA one (its rows are never sent in pieces); what the open group did to XA transactions
+        self.prepared: dict[Xid, list[BinlogRow]] = dict(prepared or {})
+        self.find_prepared = find_prepared
+        self.group_start = (start.file, start.pos)
+        self.xa_open = False
+        self.xa_here: list[tuple[str, Xid, tuple[str, int] | None]] = []
 
     def transactions(self, stream: Iterable[Any]) -> Iterator[Transaction]:
         ev = _events()
         for event in stream:
             pos = int(event.packet.log_pos)
             if isinstance(event, ev.rotate):
+                if event.next_binlog != self.file:
+                    self._new_file(stream)
                 self.file = event.next_binlog
                 continue
             if self._past_end(event, pos):
@@ -148,10 +165,10 @@ class TransactionReader:
                 self.on_unknown(event, pos)
                 continue
             if isinstance(event, ev.gtid):
-                self.on_gtid(event)
+                self.on_gtid(event, pos)
                 continue
             if isinstance(event, ev.xa_prepare) and not event.one_phase:
-                txn = self.on_xa_prepare(pos)
+                txn = self.on_xa_prepare(event, pos)
             elif isinstance(event, ev.xid | ev.xa_prepare) or (
                     isinstance(event, ev.query) and event.query.strip().upper() == "COMMIT"):
                 txn = self.on_commit(pos)
@@ -161,6 +178,19 @@ class TransactionReader:
                 txn = self.on_rows(event, pos)
             if txn is not None:
                 yield txn
+
+    def _new_file(self, stream: Any) -> None:
+        """The stream moves to another binlog file: the table maps read so far are forgotten. Table ids are the
+        server's numbers of its open tables, unique within one run of it; a restarted server numbers its tables
+        again from the start, in the new file it begins. The library forgets its maps at a rotation the server
+        logged, not at the step a reader takes into the file a restarted server began (after that file's stop
+        event, or none at a crash), and, told to freeze schemas, skips every table map of a table id it knows:
+        rows of one table were decoded with another's map (misread, or, were the columns alike, given to the
+        other table). Within one file a table id names one table, so a reconnect that resumes in the same file
+        keeps the maps of the transaction it resumes."""
+        if isinstance(getattr(stream, "table_map", None), dict):
+            stream.table_map = {}
+        self.described.clear()
 
     def _past_end(self, event: Any, pos: int) -> bool:
         """The read is done: its last boundary reached the end, or a transaction starts at or past it. After
@@ -176,15 +206,21 @@ class TransactionReader:
             isinstance(event, ev.unknown) and event.event_type == ANONYMOUS_GTID_EVENT)
         return starts and BinlogOffset(self.file, pos - int(event.packet.event_size)).position_key() >= self.end_key
 
-    def _boundary(self, pos: int) -> Transaction | None:
+    def _boundary(self, pos: int, held: list[BinlogRow] | None = None) -> Transaction | None:
         """The open transaction ends at ``pos``: it, unless a reconnect sent it again (not past the last)."""
-        key = BinlogOffset(self.file, pos).position_key()
         txn = None
-        if self.last is None or key > self.last:
-            txn = Transaction(self.gtid, self.file, pos, self.ts, tuple(self.rows))
-            self.last = key
+        if not self._resent(pos):
+            txn = Transaction(self.gtid, self.file, pos, self.ts, tuple(self.rows), xa=tuple(self.xa_here),
+                              held=tuple(held or ()))
+            self.last = BinlogOffset(self.file, pos).position_key()
         self.rows, self.gtid, self.in_pieces, self.ts_set = [], None, "", False
+        self.xa_open, self.xa_here = False, []
+        self.group_start = (self.file, pos)
         return txn
+
+    def _resent(self, pos: int) -> bool:
+        """Whether the group ending at ``pos`` was read already (a reconnect sends from an earlier point)."""
+        return self.last is not None and BinlogOffset(self.file, pos).position_key() <= self.last
 
     def _late(self, ts: int) -> bool:
         return self.skip_before is None or ts >= self.skip_before
@@ -194,26 +230,50 @@ class TransactionReader:
         heartbeats and others without rows; one that may hold changes stops the read."""
         if event.event_type == ANONYMOUS_GTID_EVENT:
             self.ts, self.ts_set = int(event.timestamp), True
+            self.group_start = (self.file, pos - int(event.packet.event_size))
         if event.event_type in UNREADABLE_EVENTS:
             raise ServerSettingError(f"the binlog holds an event at {self.file}:{pos} that cannot be read here: "
                                      f"{UNREADABLE_EVENTS[event.event_type]}")
 
-    def on_gtid(self, event: Any) -> None:
+    def on_gtid(self, event: Any, pos: int) -> None:
         self.rows = []
         self.gtid = str(event.gtid)
         self.ts, self.ts_set = int(event.timestamp), True
+        self.group_start = (self.file, pos - int(event.packet.event_size))
+        # MariaDB marks the group of an XA transaction's prepare in its GTID event (FL_PREPARED_XA); MySQL
+        # logs XA START (on_query)
+        self.xa_open = bool(int(getattr(event, "flags", 0) or 0) & 64)
 
-    def on_xa_prepare(self, pos: int) -> Transaction | None:
-        """XA PREPARE: the rows are in the binlog now, but XA COMMIT or XA ROLLBACK of them comes later as a
-        statement of its own, which this reader does not follow: delivering them now could deliver rolled-back
-        rows, dropping them would lose committed ones."""
-        if (self.rows or self.in_pieces) and self._late(self.ts):
-            which = self.in_pieces or f"{self.rows[0].database}.{self.rows[0].table}"
-            raise BinlogError(
-                f"table {which} was changed by an XA transaction prepared at {self.file}:{pos} (XA PREPARE); its "
-                "commit or rollback is logged later, apart from its rows, and is not followed here, so its changes "
-                "can be neither delivered nor skipped safely: commit XA transactions on captured tables with XA "
-                "COMMIT ... ONE PHASE (logged like any transaction), and take a new snapshot after this one")
+    def on_xa_prepare(self, event: Any, pos: int) -> Transaction | None:
+        """XA PREPARE: the rows are in the binlog now, and invisible to every other session until XA COMMIT,
+        which comes later in a group of its own (or XA ROLLBACK): held until then (:mod:`mysql_cdc.xa`)."""
+        if self.in_pieces:  # the group was not known as an XA one when its rows went out
+            raise BinlogError(f"the XA transaction prepared at {self.file}:{pos} had rows of {self.in_pieces} sent "
+                              "on before its prepare was read: raise fetch_size above its rows and read it again")
+        xid = Xid(bytes(event.xid_gtrid), bytes(event.xid_bqual), int(event.xid_format_id))
+        held = self.rows
+        if not self._resent(pos):
+            self.prepared[xid] = held
+            self.xa_here.append(("prepare", xid, self.group_start))
+        self.rows = []
+        return self._boundary(pos, held)
+
+    def on_xa_end(self, verb: str, xid: Xid, event: Any, pos: int) -> Transaction | None:
+        """XA COMMIT: the prepared transaction's rows, delivered here, where they became visible (each row at
+        this group's position, in the order it was written); XA ROLLBACK: dropped."""
+        if self._resent(pos):
+            return self._boundary(pos)
+        held = self.prepared.pop(xid, None)
+        if verb == "commit" and held is None:
+            if self.find_prepared is None:
+                raise BinlogError(f"XA COMMIT of {xid} at {self.file}:{pos}: its XA PREPARE comes before this read's "
+                                  "start and was not given to it; read from before the prepare")
+            held = self.find_prepared(xid, BinlogOffset(self.file, pos))
+        self.xa_here.append((verb, xid, None))
+        if verb == "commit" and held and self._late(int(event.timestamp)):
+            start = pos - int(event.packet.event_size)
+            self.rows = [r._replace(file=self.file, pos=pos, start=start, ordinal=i, gtid=self.gtid,
+                                    timestamp=int(event.timestamp)) for i, r in enumerate(held)]
         return self._boundary(pos)
 
     def on_commit(self, pos: int) -> Transaction | None:
@@ -226,7 +286,13 @@ class TransactionReader:
         told to ``on_ddl`` and, on a captured table, to ``on_schema_change``), or a write of rows without rows
         (:class:`mysql_cdc.ddl.Statement`), which stops the read."""
         q = event.query.strip()
-        if q.upper() in ("BEGIN", "XA START") or q.upper().startswith("XA "):
+        if q.upper() == "BEGIN":
+            return None
+        if q[:2].upper() == "XA":
+            xa = xa_statement(q)
+            if xa is not None and xa[0] in ("commit", "rollback") and xa[1] is not None:
+                return self.on_xa_end(xa[0], xa[1], event, pos)
+            self.xa_open = self.xa_open or (xa is not None and xa[0] == "start")
             return None
         db = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema or "")
         late = self._late(int(event.timestamp))
@@ -264,7 +330,7 @@ class TransactionReader:
             self.rows.extend(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
         else:
             self.rows.extend(self._planned_rows(event, images, pos, start))
-        if self.piece and len(self.rows) >= self.piece:
+        if self.piece and not self.xa_open and len(self.rows) >= self.piece:
             self.in_pieces = self.in_pieces or f"{self.rows[0].database}.{self.rows[0].table}"
             txn = Transaction(self.gtid, self.file, pos, self.ts, tuple(self.rows), complete=False)
             self.rows = []
@@ -290,7 +356,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                       on_ddl: Callable[[str, str], None] | None = None,
                       decoders: RowDecoders | None = None, piece: int = 0,
                       server_version: tuple[int, int, int] | None = None,
-                      allow_statement_writes: bool = False) -> Iterator[Transaction]:
+                      allow_statement_writes: bool = False, xa_pending: Sequence[PendingXa] = (),
+                      xa_search: bool = True) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
 
     From ``start.file``/``start.pos`` (a transaction boundary), or with ``auto_position`` by GTID
@@ -311,7 +378,11 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
       at its commit (the binlog holds a transaction's rows only once it committed; XA PREPARE is refused);
     - a statement logged as SQL text that may change rows stops the read, read as the server of
       ``server_version`` runs it (:class:`mysql_cdc.ddl.Statement`); with ``allow_statement_writes`` only one
-      that names a captured table does.
+      that names a captured table does;
+    - an XA transaction's rows come at its XA COMMIT (none at a rollback), :mod:`mysql_cdc.xa`: those prepared
+      before ``start`` and still open there are read first from ``xa_pending``; one committed here whose
+      prepare is in neither is looked for in the binlog before (:func:`find_prepared`; with ``xa_search``
+      False, such a commit delivers nothing: a read that looks for one prepare).
 
     The events are framed by :class:`TransactionReader`."""
     from pymysqlreplication import BinLogStreamReader
@@ -319,9 +390,10 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     adapt_library()
     if end is not None and not auto_position and start.position_key() >= end.position_key():
         return
-    settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.password,
+    settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.login_password(),
                 "charset": "utf8mb4", "connect_timeout": max(1, int(round(profile.connect_timeout))),
-                "init_command": "SET SESSION time_zone = '+00:00'", "read_timeout": READ_TIMEOUT,
+                "init_command": "SET SESSION time_zone = '+00:00'",
+                "read_timeout": int(profile.read_timeout) or READ_TIMEOUT,
                 **pymysql_kwargs(profile)}
     kw: dict[str, Any] = {}
     if auto_position:
@@ -339,10 +411,15 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         only_schemas=sorted({t.database for t in tables}), only_tables=sorted({t.table for t in tables}),
         # the library's MariaDB mode starts from a GTID state and ignores file/position
         is_mariadb=flavor == "mariadb" and auto_position, enable_logging=False, freeze_schema=True, **kw)
+    common: dict[str, Any] = {"flavor": flavor, "decoders": decoders, "server_version": server_version,
+                              "allow_statement_writes": allow_statement_writes}
+    prepared = {p.xid: prepared_rows(profile, server_id, p, tables, **common) for p in xa_pending}
     reader = TransactionReader(start, tables, flavor=flavor, auto_position=auto_position, end=end,
                                on_schema_change=on_schema_change, skip_before=skip_before, on_ddl=on_ddl,
                                decoders=decoders, piece=piece, server_version=server_version,
-                               allow_statement_writes=allow_statement_writes)
+                               allow_statement_writes=allow_statement_writes, prepared=prepared,
+                               find_prepared=functools.partial(find_prepared, profile, server_id, tables=tables,
+                                                               **common) if xa_search else lambda xid, at: [])
     try:
         yield from reader.transactions(stream)
     except BinlogError:
@@ -351,6 +428,48 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         raise _unreadable_start(e, start) from None
     finally:
         stream.close()
+
+
+def _held(profile: ConnectionProfile, server_id: int, xid: Xid, start: BinlogOffset, end: BinlogOffset | None,
+          tables: set[TableId], **common: Any) -> list[BinlogRow] | None:
+    """The rows the XA PREPARE of ``xid`` holds, read from ``start`` (a transaction boundary) up to ``end``;
+    ``None`` when it is not there."""
+    for txn in read_transactions(profile, server_id, start, tables, auto_position=False, end=end, xa_search=False,
+                                 **common):
+        if any(verb == "prepare" and x == xid for verb, x, _ in txn.xa):
+            return list(txn.held)
+    return None
+
+
+def prepared_rows(profile: ConnectionProfile, server_id: int, pending: PendingXa, tables: set[TableId],
+                  **common: Any) -> list[BinlogRow]:
+    """The rows of a prepared XA transaction still open at a read's start, read again where its group starts."""
+    rows = _held(profile, server_id, pending.xid, BinlogOffset(pending.file, pending.pos), None, tables, **common)
+    if rows is None:
+        raise BinlogError(f"the XA transaction {pending.xid} prepared at {pending.file}:{pending.pos} and not "
+                          "committed before this read's start is not found there (the binlog was purged?): take a "
+                          "new snapshot")
+    return rows
+
+
+XA_LOOK_BACK_FILES = 2  # binlog files before an XA COMMIT searched for its prepare (see find_prepared)
+
+
+def find_prepared(profile: ConnectionProfile, server_id: int, xid: Xid, before: BinlogOffset, *,
+                  tables: set[TableId], **common: Any) -> list[BinlogRow]:
+    """The rows of the XA transaction committed at ``before`` whose prepare came before the read's start and
+    was not given to it (a snapshot's correction, the binlog's start after a snapshot): its prepare looked for
+    in the binlog file of the commit and the one before it."""
+    from mysql_cdc.udtf.binlog.startup import binary_logs
+
+    files = [(f, size) for f, size in binary_logs(profile) if binlog_file_key(f) <= binlog_file_key(before.file)]
+    for f, size in reversed(files[-XA_LOOK_BACK_FILES:]):
+        end = before if f == before.file else BinlogOffset(f, size)
+        rows = _held(profile, server_id, xid, BinlogOffset(f, 4), end, tables, **common)
+        if rows is not None:
+            return rows
+    raise BinlogError(f"XA COMMIT of {xid} at {before.file}:{before.pos}: its XA PREPARE is not in the "
+                      f"{XA_LOOK_BACK_FILES} binlog files up to it, so its rows are not known: take a new snapshot")
 
 
 def _unreadable_start(e: Exception, start: BinlogOffset) -> Exception:

@@ -8,7 +8,7 @@ connectorx takes no bound parameters, so chunk bounds are inlined as hex / numer
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
@@ -45,18 +45,38 @@ def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *
         raise FastPathUnavailable(f"table {str(schema.table)!r} has column types the Arrow path does not read")
     where, params = chunk_where(chunk)
     sql = inline_params(f"SELECT {', '.join([*exprs, *extra])} FROM {table_ident(chunk.table)} WHERE {where}", params)
-    url = (f"mysql://{urllib.parse.quote(profile.user, safe='')}:{urllib.parse.quote(profile.password, safe='')}"
+    password = profile.login_password()
+    url = (f"mysql://{urllib.parse.quote(profile.user, safe='')}:{urllib.parse.quote(password, safe='')}"
            f"@{profile.host}:{profile.port}")
     try:
         import connectorx as cx
     except ImportError:
         raise FastPathUnavailable("connectorx is not installed here") from None
-    try:
+
+    def read() -> pa.Table:
         return cx.read_sql(url, sql, return_type="arrow",
                            pre_execution_query=["SET SESSION time_zone = '+00:00'", *pre])
+
+    try:
+        return read() if not profile.read_timeout else _within(read, profile.read_timeout)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # connectorx raises RuntimeError, or a Rust panic (a BaseException)
-        text = str(e).replace(profile.password, "***") if profile.password else str(e)
+        text = str(e).replace(password, "***") if password else str(e)
         raise FastPathUnavailable(f"Arrow path failed for chunk {chunk.id!r}: {type(e).__name__}: "
                                   f"{text[:300]}") from None
+
+
+def _within(read: Callable[[], pa.Table], seconds: float) -> pa.Table:
+    """``read()`` in a thread of its own, given up after ``seconds`` (connectorx has no read timeout; a running
+    capture's read of a frozen server would wait forever): the chunk is then read by the other path, which has
+    one. The thread left behind ends when the server answers or the connection dies."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-arrow")
+    try:
+        return pool.submit(read).result(timeout=seconds)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"no answer within {seconds:g} s (read_timeout)") from None
+    finally:
+        pool.shutdown(wait=False)

@@ -29,14 +29,15 @@ class MysqlCdcReader(DataSourceReader):
         self.profile = profile
         self.opts = opts
         self.parallelism = parallelism
-        self.facts, plans = plan_tables(profile, opts, [opts.table] if opts.table else None)
+        self.facts, plans = plan_tables(profile, opts, [opts.table] if opts.table else None, binlog=False)
         # a recorded schema must be today's
         self.schemas = {p.schema.table: pinned_schema(opts, p.schema, snapshot=True) for p in plans}
         self.chunks: tuple[Chunk, ...] = ()
         for p in plans:
             chunks = p.chunks
             if opts.state_dir:  # the plan recorded there, as a stream does: a re-run reads the chunks it recorded
-                chunks = tuple(StateStore(opts.state_dir).record_plan(p.schema.table, chunks))
+                chunks = tuple(StateStore(opts.state_dir).record_plan(p.schema.table, chunks, p.rows_per_chunk,
+                                                                      p.avg_row_bytes))
             self.chunks += chunks
 
     def partitions(self) -> list[InputPartition]:
@@ -77,7 +78,8 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile], parallelism: in
 
         def schema(self) -> StructType:
             profile, opts = self._opts()
-            _, schemas = planned_tables(profile, opts)
+            # the columns only: a stream's reader checks what a binlog read needs when it starts
+            _, schemas = planned_tables(profile, opts, binlog=False)
             return Output(schemas, opts).spark_schema()
 
         def reader(self, schema: StructType) -> DataSourceReader:

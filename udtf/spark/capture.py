@@ -32,7 +32,7 @@ def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schemas: Mappin
     return BinlogPhase(profile, facts, opts, schemas, {t: (rules or {}).get(t) for t in schemas}), start
 
 
-def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False
+def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False, binlog: bool = True
                   ) -> tuple[ServerFacts, TableSchema]:
     """The server's facts and the table's schema as this capture planned it: with a ``state_dir``, the schema
     recorded there when the capture first ran (recorded now if there is none), so that a stream restarted
@@ -40,21 +40,22 @@ def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: boo
     them, and stops at the DDL with :class:`SchemaChangedError`; without one, the current schema.
 
     A ``snapshot`` read selects the table as it is now: a recorded schema that differs from the current one is
-    an error (its rows would be read with the wrong columns), naming the fix."""
+    an error (its rows would be read with the wrong columns), naming the fix. ``binlog`` False: a read of the
+    snapshot only (:func:`planner.plan.describe_tables`)."""
     assert opts.table is not None
-    facts, current = describe_table(profile, opts, opts.table)
+    facts, current = describe_table(profile, opts, opts.table, binlog=binlog)
     return facts, pinned_schema(opts, current, snapshot=snapshot)
 
 
-def planned_tables(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False
+def planned_tables(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False, binlog: bool = True
                    ) -> tuple[ServerFacts, dict[TableId, TableSchema]]:
     """The server's facts and the captured tables' schemas: the ``table`` option's one table
     (:func:`planned_table`), or the tables the ``tables`` patterns match less ``exclude``, each schema pinned in
     ``opts.state_dir`` as :func:`pinned_schema` pins one."""
     if not opts.tables:
-        facts, schema = planned_table(profile, opts, snapshot=snapshot)
+        facts, schema = planned_table(profile, opts, snapshot=snapshot, binlog=binlog)
         return facts, {schema.table: schema}
-    facts, current = describe_tables(profile, opts)
+    facts, current = describe_tables(profile, opts, binlog=binlog)
     return facts, {s.table: pinned_schema(opts, s, snapshot=snapshot) for s in current}
 
 

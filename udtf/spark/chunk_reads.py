@@ -4,9 +4,8 @@ between its watermarks (:mod:`udtf.snapshot.reader`), its rows handed on, then i
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.retry import keep_trying
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
@@ -99,21 +99,33 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
     recorded = check_recorded(opts, chunks)
     pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
 
-    def attempt(get: Callable[[], ChunkRead], chunk: Chunk) -> ChunkRead:
+    def read_now(chunk: Chunk) -> ChunkRead:
+        # a chunk with a size bound is held whole, so that a lost server fails its read before any of its rows
+        # went on (and the read is tried again); one without (a table without any key, the rows whose key has
+        # a NULL) is streamed
+        reader = readers(chunk.table)
+        if _unbounded(reader, chunk):
+            return reader.read(chunk, recorded.get(chunk.id))
+        return _read_whole(reader, chunk, recorded.get(chunk.id))
+
+    def attempt(ahead: Future[ChunkRead] | None, chunk: Chunk) -> ChunkRead:
+        tries = [ahead.result] if ahead is not None else []
+
+        def get() -> ChunkRead:
+            return tries.pop()() if tries else read_now(chunk)
+
         try:
-            return get()
+            return keep_trying(get, opts.reconnect_timeout, f"reading chunk {chunk.id}")
         except Exception as e:
             if failed is None:
                 raise
             return failed(chunk, e)
 
     try:
-        pending = None
+        pending: Future[ChunkRead] | None = None
         for i, chunk in enumerate(chunks):
-            # a chunk read ahead is held whole; a chunk without a size bound (a table without any key, the rows
-            # whose key has a NULL) is streamed when its turn comes instead
-            read = attempt(pending.result if pending is not None else
-                           functools.partial(_read_one, readers, chunk, recorded.get(chunk.id)), chunk)
+            # the next chunk is read ahead, whole, while this one's rows go to Spark
+            read = attempt(pending, chunk)
             nxt = chunks[i + 1] if i + 1 < len(chunks) else None
             pending = None
             if nxt is not None and not _unbounded(readers(nxt.table), nxt):
@@ -123,10 +135,6 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
         # a consumer that stops early (a LIMIT, an error) does not wait for the chunk read ahead: the thread
         # finishes it, closes its connection and drops it (nothing is recorded for it)
         pool.shutdown(wait=False)
-
-
-def _read_one(readers: Callable[[TableId], SnapshotReader], chunk: Chunk, as_of: BinlogOffset | None) -> ChunkRead:
-    return readers(chunk.table).read(chunk, as_of)
 
 
 def _unbounded(reader: SnapshotReader, chunk: Chunk) -> bool:

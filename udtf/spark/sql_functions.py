@@ -47,7 +47,7 @@ def build_chunks_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
 
         def eval(self, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
             opts = _sql_options(kwargs)
-            _, plans = plan_tables(resolve_profile(opts, self._profiles), opts)
+            _, plans = plan_tables(resolve_profile(opts, self._profiles), opts, binlog=False)
             for p in plans:
                 for c in p.chunks:
                     yield chunk_row(c)
@@ -97,7 +97,7 @@ def build_snapshot_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                 raise ConfigError("mysql_cdc_snapshot needs table => 'db.table' (the table its chunks belong to), "
                                   "or tables => 'db[.].*' (the patterns the chunk table was planned with)")
             profile = resolve_profile(opts, MysqlCdcSnapshot._profiles)
-            facts, schemas = planned_tables(profile, opts, snapshot=True)
+            facts, schemas = planned_tables(profile, opts, snapshot=True, binlog=False)
             # No partitioning requirement: each chunk row is read on its own, in the input's partitions. A
             # required PARTITION BY would add a shuffle of a few bytes that adaptive execution coalesces into
             # one task; `SELECT /*+ REPARTITION(n) */ ...` in the TABLE argument spreads the chunks instead.

@@ -17,7 +17,7 @@ so :meth:`to_dict` writes exactly what earlier versions wrote, key for key and i
 {'v': 1, 'phase': 'snapshot', 'chunk': 2, 'chunks': 9, 'round': 0}
 >>> parse_stream_offset({"v": 1, "phase": "binlog", "file": "binlog.000003", "pos": 4, "rounds": 2})
 BinlogStreamOffset(read_from=ReadFrom(offset=BinlogOffset(file='binlog.000003', pos=4, gtids=None, \
-kind='position'), auto_position=False, skip_before=None), rounds=2)
+kind='position'), auto_position=False, skip_before=None, xa=()), rounds=2)
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -20,7 +20,8 @@ from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import table_matches
 from mysql_cdc.planner.plan import check_server_id_claims, describe_now, describe_tables, split_schemas
-from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.profiles import ConnectionProfile, running
+from mysql_cdc.retry import keep_trying
 from mysql_cdc.schema import RESET, TableSchema
 from mysql_cdc.state.store import Round, StateStore, pin_capture
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
@@ -40,11 +41,34 @@ from mysql_cdc.udtf.spark.stream_offsets import (
     SnapshotOffset,
     parse_stream_offset,
 )
+from mysql_cdc.xa import PendingXa
 
 log = logging.getLogger("mysql_cdc")
+T = TypeVar("T")
 
 
 SPLIT_MIN_BYTES = 1 << 20  # parallel catch-up: no part of a micro-batch's binlog range is shorter
+GONE_WHYS = ("dropped", "renamed", "gone after")  # why a table left the capture when no table of its name is left
+
+
+def leaving_lines(why: dict[TableId, str], at: dict[str, Any], again: bool) -> list[str]:
+    """What the stream says of tables leaving the capture at ``at``: one dropped or renamed away is gone
+    (captured afresh only if a table is created under its name); the others are snapshotted again.
+
+    >>> why = {TableId("s", "a"): "dropped at b.1:90 by 'DROP TABLE a'", TableId("s", "b"): "truncated at b.1:90"}
+    >>> for line in leaving_lines(why, {"file": "b.1", "pos": 120}, again=True):
+    ...     print(line)
+    mysql_cdc: s.a leave(s) the capture at b.1:120: s.a: dropped at b.1:90 by 'DROP TABLE a'
+    mysql_cdc: s.b leave(s) the capture at b.1:120, to be snapshotted again: s.b: truncated at b.1:90
+    """
+    gone = sorted(why, key=str)
+    left = [t for t in gone if not again or why[t].startswith(GONE_WHYS)]
+    out = []
+    for tables, what in ((left, ""), ([t for t in gone if t not in left], ", to be snapshotted again")):
+        if tables:
+            out.append(f"mysql_cdc: {', '.join(map(str, tables))} leave(s) the capture at {at['file']}:{at['pos']}"
+                       f"{what}: {'; '.join(f'{t}: {why[t]}' for t in tables)}")
+    return out
 
 
 class MysqlCdcStreamReader(DataSourceStreamReader):
@@ -99,6 +123,16 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         # cuts the range with them instead of scanning it again (a restart's replay scans)
         self._planned: tuple[str, tuple[str, int], list[BinlogOffset]] | None = None
         self._rules_done: dict[int, dict[TableId, Any]] = {}
+        self._xa_after: tuple[str, tuple[PendingXa, ...]] | None = None  # XA open at the end latestOffset planned
+        # checked and described: from here on the capture runs, and its connections (here and in the executors)
+        # wait out a lost server, reading the password again (mysql_cdc.retry)
+        self.profile = running(profile, opts)
+        self.follower.profile = self.profile
+
+    def _keep_trying(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` tried again while the server is lost, for ``reconnect_timeout`` seconds: what Spark asks the
+        driver (offsets, partitions) is planned from the server and recorded first-wins, so it is the same again."""
+        return keep_trying(fn, self.opts.reconnect_timeout, what)
 
     # -- the captured tables --
     def _binlog_now(self) -> dict[str, Any]:
@@ -154,7 +188,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                              "state_dir must stay with the checkpoint")
         if missing:
             for p in split_schemas(self.profile, self.opts, list(self._schemas_of(missing).values())):
-                recorded[p.schema.table] = self.store.record_plan(p.schema.table, p.chunks)
+                recorded[p.schema.table] = self.store.record_plan(p.schema.table, p.chunks, p.rows_per_chunk,
+                                                                  p.avg_row_bytes)
         return [c for t in tables for c in recorded[t] or ()]
 
     def _added_in(self) -> dict[TableId, int]:
@@ -226,6 +261,9 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
 
     # -- offsets (driver) --
     def initialOffset(self) -> dict[str, Any]:
+        return self._keep_trying("planning the stream's start", self._initial_offset)
+
+    def _initial_offset(self) -> dict[str, Any]:
         if self.opts.reads_snapshot:
             n = len(self._chunks(0, plan_missing=True))
             return SnapshotOffset(0, n, 0 if self.many else None).to_dict()
@@ -234,18 +272,41 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
 
     def _stop_at_the_end_now(self) -> None:
         """The run ends at the binlog's end now (``availableNow``, option ``once``)."""
-        self._target = server_end(self.profile, self.facts)
+        self._target = self._keep_trying("reading the binlog's end", lambda: server_end(self.profile, self.facts))
 
-    def _step(self, k: int, n: int) -> int:
-        return min(n, k + (self.opts.max_chunks_per_batch or n))
+    def _step(self, index: int, k: int, n: int, max_rows: int) -> int:
+        """The end of the batch of round ``index``'s chunks from ``k``: at most ``max_chunks_per_batch`` chunks,
+        and no more than fit ``max_rows`` rows and ``max_bytes_per_batch`` bytes by their planned sizes (one
+        chunk at least)."""
+        last = min(n, k + (self.opts.max_chunks_per_batch or n))
+        max_bytes = self.opts.max_bytes_per_batch
+        if not max_rows and not max_bytes:
+            return last
+        chunks = self._chunks(index)
+        sizes: dict[TableId, tuple[int, int] | None] = {}
+        rows = size = 0
+        for i in range(k, last):
+            t = chunks[i].table
+            if t not in sizes:
+                sizes[t] = self.store.plan_sizes(t)
+            est = sizes[t]
+            if est is None:
+                continue
+            rows, size = rows + est[0], size + est[0] * est[1]
+            if i > k and ((max_rows and rows > max_rows) or (max_bytes and size > max_bytes)):
+                return i
+        return last
 
     def next_offset(self, start: dict[str, Any], max_rows: int) -> dict[str, Any]:
         """Where the micro-batch that starts at ``start`` ends: the next chunks of the snapshot, or the binlog
         up to its end (or the run's), by ``max_rows`` change rows at most (rounded up to whole transactions)."""
+        return self._keep_trying("planning the next micro-batch", lambda: self._next_offset(start, max_rows))
+
+    def _next_offset(self, start: dict[str, Any], max_rows: int) -> dict[str, Any]:
         at = parse_stream_offset(start)
         if isinstance(at, SnapshotOffset):
             if at.chunk < at.chunks:
-                return replace(at, chunk=self._step(at.chunk, at.chunks)).to_dict()
+                return replace(at, chunk=self._step(at.index, at.chunk, at.chunks, max_rows)).to_dict()
             if self.opts.startup == "snapshot" and at.index == 0:
                 return start
             rounds = at.index + 1
@@ -275,7 +336,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             new = (list(rnd.tables) if rnd is not None else self._new_round(rounds, begin)) if self.many else None
             if new:
                 n = len(self._chunks(rounds, plan_missing=True))
-                return SnapshotOffset(self._step(0, n), n, rounds, begin).to_dict()
+                return SnapshotOffset(self._step(rounds, 0, n, max_rows), n, rounds, begin).to_dict()
         end = self._target or server_end(self.profile, self.facts)
         if end.position_key() > begin.offset.position_key() or begin.auto_position:
             # the batch ends before a DDL of a captured table (a DDL at its start stops the stream here), just
@@ -285,8 +346,9 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), rules)
             follow = self.opts.schema_changes == "follow"
             end = phase.batch_end(begin, end, max_rows, watch=self._watch(captured) if self.many else None,
-                                  drops=self.many, follow=follow)
+                                  drops=self.many, follow=follow, max_bytes=self.opts.max_bytes_per_batch)
             self._planned = (json.dumps(begin.to_dict(), sort_keys=True), (end.file, end.pos), phase.seen)
+            self._xa_after = (json.dumps(begin.to_dict(), sort_keys=True), phase.pending_xa)
             self._look_for_tables = self._look_for_tables or phase.new_table_seen
             if phase.dropped:  # the batch is a DDL statement of captured tables alone
                 point = {"file": end.file, "pos": end.pos}
@@ -317,8 +379,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         (``T`` rows, :class:`ResetPartition`)."""
         gone = sorted(why, key=str)
         note = "; ".join(f"{t}: {why[t]}" for t in gone)
-        log.warning("mysql_cdc: %s leave(s) the capture at %s:%s%s: %s", ", ".join(map(str, gone)), at["file"],
-                    at["pos"], ", to be snapshotted again" if again else "", note)
+        for line in leaving_lines(why, at, again):
+            log.warning("%s", line)
         if again:  # before the round: a crash between the two leaves a history entry the round replays over
             for t in gone:
                 self.follower.record(t, at, RESET, why=why[t])
@@ -350,13 +412,20 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
 
     def _binlog_offset(self, at: dict[str, Any], begin: ReadFrom, rounds: int) -> dict[str, Any]:
         """The offset of a batch that ends at ``at`` (a GTID set in it: a reset at a GTID start, where the next
-        batch starts too)."""
+        batch starts too), with the XA transactions still open there (the scan of the batch from ``begin``
+        found them; ``begin``'s when it made none)."""
         gtids = at.get("gtids")
+        scanned = self._xa_after
+        xa = scanned[1] if scanned is not None and scanned[0] == json.dumps(begin.to_dict(), sort_keys=True) \
+            else begin.xa
         end = ReadFrom(BinlogOffset(str(at["file"]), int(at["pos"]), gtids, "gtid" if gtids is not None else
-                                    "position"), gtids is not None, begin.skip_before)
+                                    "position"), gtids is not None, begin.skip_before, tuple(xa))
         return BinlogStreamOffset(end, rounds if self.many else None).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        return self._keep_trying("planning a micro-batch's reads", lambda: self._partitions(start, end))
+
+    def _partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = parse_stream_offset(start), parse_stream_offset(end)
         if isinstance(last, SnapshotOffset):
             same = isinstance(first, SnapshotOffset) and first.index == last.index

@@ -47,7 +47,8 @@ from mysql_cdc.udtf.sync.target import SyncLock, hold_sync_locks
 
 APP_PREFIX = "mysql_cdc.sync:"
 _log = logging.getLogger("mysql_cdc.sync")
-SYNC_DEFAULTS = {"max_chunks_per_batch": "4", "max_rows_per_batch": "200000"}
+# batches the driver holds whole (each micro-batch is collected into it): a few hundred MB at most
+SYNC_DEFAULTS = {"max_chunks_per_batch": "4", "max_rows_per_batch": "200000", "max_bytes_per_batch": str(64 << 20)}
 
 
 @dataclass

@@ -1,0 +1,193 @@
+"""Memory benchmark: the peak resident memory of the sync job (``mysql-cdc sync --once``, a process of its own,
+Spark's default 1g driver) on a table of 2.85 M small rows and on a table of large values (64 to 256 MB each,
+snapshot and then an UPDATE of the largest), against Spark's JDBC reader of the same table in the same driver
+memory (the nightly dump it replaces), in a throwaway local server. A benchmark, not a test: it asserts nothing.
+
+    bash bench/memory.sh [--server mariadb|mysql] [--rows 2850000] [--blobs 64,128,192,256] [--wide-driver-memory 3g]
+
+Each run is sampled every 50 ms: the JVM (driver and, in local mode, executors), the job's own Python (which
+collects each micro-batch to merge it into Delta) and the largest Spark Python worker. The sync runs twice on the
+narrow table: with its defaults (batches bounded by rows and bytes, chunks planned no larger) and with the
+bounds off (``--max-rows-per-batch 0 --max-bytes-per-batch 0``: four chunks of about 479,000 rows per batch, as
+before the bounds). Writes a Markdown table to stdout and to ``bench/results/memory-<server>.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.run import bench_parser, bench_server, write_result  # noqa: E402
+from tests.servers import ServerInfo  # noqa: E402
+
+JAR = "/usr/share/java/mariadb-java-client.jar"
+
+
+class Peaks:
+    """Peak RSS of a process tree by role: the JVM, the root Python (the job), the largest other Python."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.jvm = self.job = self.worker = self.total = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                top = psutil.Process(self.root)
+                procs = [top, *top.children(recursive=True)]
+            except psutil.Error:
+                procs = []
+            total = 0
+            for p in procs:
+                try:
+                    rss, name = p.memory_info().rss, p.name()
+                except psutil.Error:
+                    continue
+                total += rss
+                if p.pid == self.root:
+                    self.job = max(self.job, rss)
+                elif "java" in name:
+                    self.jvm = max(self.jvm, rss)
+                elif "python" in name:
+                    self.worker = max(self.worker, rss)
+            self.total = max(self.total, total)
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> Peaks:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.0f}"
+
+
+def sync_run(info: ServerInfo, work: str, name: str, tables: str, *extra: str) -> dict[str, Any]:
+    """``mysql-cdc sync --once`` in a process of its own; its peak memory, time and outcome."""
+    env = {**os.environ, "MYSQL_CDC_PROFILE_BENCH": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"}
+    env.pop("PYSPARK_PYTHON", None)
+    base = os.path.join(work, name)
+    cmd = [sys.executable, "-m", "mysql_cdc", "sync", "--source", "bench", "--tables", tables, "--to",
+           f"{base}/lake", "--checkpoint", f"{base}/ck", "--state-dir", f"{base}/state", "--once", "--master",
+           "local[2]", "--log", f"{base}.spark.log", *extra]
+    started = time.monotonic()
+    p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with Peaks(p.pid) as peaks:
+        out, err = p.communicate()
+    secs = time.monotonic() - started
+    outcome = "ok" if p.returncode == 0 else (err.strip().splitlines() or ["failed"])[-1][:160]
+    return {"seconds": secs, "jvm": peaks.jvm, "job": peaks.job, "worker": peaks.worker, "total": peaks.total,
+            "outcome": outcome, "stdout": out}
+
+
+def jdbc_run(info: ServerInfo, work: str, table: str) -> dict[str, Any]:
+    """Spark's JDBC reader of the same table into Parquet, in a process of its own with the same 1g driver."""
+    script = f"""
+import sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.jars", {JAR!r}).getOrCreate())
+url = "jdbc:mysql://{info.host}:{info.port}/mem?permitMysqlScheme"
+df = (spark.read.format("jdbc").option("url", url).option("dbtable", {table!r}).option("user", "root")
+      .option("password", "").option("driver", "org.mariadb.jdbc.Driver").option("partitionColumn", "id")
+      .option("lowerBound", 0).option("upperBound", {10**7}).option("numPartitions", 2).load())
+df.write.mode("overwrite").parquet({os.path.join(work, 'jdbc-' + table)!r})
+spark.stop()
+"""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    started = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-c", script], cwd=work, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    with Peaks(p.pid) as peaks:
+        _, err = p.communicate()
+    secs = time.monotonic() - started
+    outcome = "ok" if p.returncode == 0 else (err.strip().splitlines() or ["failed"])[-1][:160]
+    return {"seconds": secs, "jvm": peaks.jvm, "job": peaks.job, "worker": peaks.worker, "total": peaks.total,
+            "outcome": outcome}
+
+
+def load(info: ServerInfo, rows: int, blobs: list[int]) -> None:
+    conn = info.connect(root=True)
+    conn.autocommit(True)
+    cur = conn.cursor()
+    cur.execute("SET GLOBAL max_allowed_packet = 1073741824")  # a 256 MB value, and its update's 512 MB event
+    conn.close()
+    conn = info.connect(root=True)
+    conn.autocommit(True)
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE mem")
+    cur.execute("USE mem")
+    cur.execute("CREATE TABLE digits (d INT PRIMARY KEY)")
+    cur.execute("INSERT INTO digits VALUES " + ", ".join(f"({i})" for i in range(10)))
+    cur.execute("CREATE TABLE narrow (id INT PRIMARY KEY, a INT NOT NULL, b SMALLINT NOT NULL, c CHAR(8) NOT NULL)")
+    digits = " + ".join(f"{10**i} * d{i}.d" for i in range(7))
+    joins = ", ".join(f"digits d{i}" for i in range(7))
+    cur.execute(f"INSERT INTO narrow SELECT n, n % 100000, n % 7, 'abcdefgh' FROM (SELECT {digits} AS n FROM "
+                f"{joins}) x WHERE n < {rows}")
+    cur.execute("ANALYZE TABLE narrow")
+    cur.fetchall()
+    cur.execute("CREATE TABLE wide (id INT PRIMARY KEY, v INT NOT NULL, payload LONGBLOB NOT NULL)")
+    for i, mb in enumerate(blobs, 1):
+        cur.execute("INSERT INTO wide VALUES (%s, 0, REPEAT('x', %s))", (i, mb << 20))
+    cur.execute("ANALYZE TABLE wide")
+    cur.fetchall()
+    conn.close()
+
+
+def main() -> None:
+    ap = bench_parser(__doc__, 0)
+    ap.add_argument("--rows", type=int, default=2_850_000)
+    ap.add_argument("--blobs", default="64,128,192,256", help="sizes in MB of the large values, one row each")
+    ap.add_argument("--wide-driver-memory", default="3g", help="--driver-memory of the runs on large values")
+    args = ap.parse_args()
+    blobs = [int(x) for x in args.blobs.split(",")]
+    results: list[tuple[str, int, dict[str, Any]]] = []
+    with bench_server(args.server) as (info, _):
+        work = tempfile.mkdtemp(prefix="mysql-cdc-memory-")
+        load(info, args.rows, blobs)
+        results.append(("Spark JDBC -> Parquet (the nightly dump), narrow", args.rows, jdbc_run(info, work, "narrow")))
+        results.append(("sync --once, narrow: defaults (batches bounded)", args.rows,
+                        sync_run(info, work, "narrow", "mem[.]narrow")))
+        results.append(("sync --once, narrow: bounds off (as before)", args.rows,
+                        sync_run(info, work, "narrow-unbounded", "mem[.]narrow", "--max-rows-per-batch", "0",
+                                 "--max-bytes-per-batch", "0")))
+        results.append((f"sync --once, wide ({'/'.join(map(str, blobs))} MB values): snapshot", len(blobs),
+                        sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory)))
+        conn = info.connect(root=True, database="mem")
+        conn.autocommit(True)
+        conn.cursor().execute("UPDATE wide SET v = v + 1 WHERE id = %s", (len(blobs),))
+        conn.close()
+        results.append((f"sync --once, wide: UPDATE of the {blobs[-1]} MB row (binlog)", 1,
+                        sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory)))
+    lines = [f"Peak resident memory (MB) of `mysql-cdc sync --once` (local[2]; Spark's default 1g driver, "
+             f"{args.wide_driver_memory} for the large values) and of Spark's JDBC reader in the same 1g driver, "
+             f"{args.server}, {os.cpu_count()} cores.", "",
+             "| run | rows | seconds | JVM | the job's Python | largest Python worker | all | outcome |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, rows, r in results:
+        lines.append(f"| {name} | {rows:,} | {r['seconds']:.1f} | {_mb(r['jvm'])} | {_mb(r['job'])} | "
+                     f"{_mb(r['worker'])} | {_mb(r['total'])} | {r['outcome']} |")
+    peer = results[0][2]["total"]
+    ours = results[1][2]["total"]
+    lines += ["", f"The bounded sync's peak, all processes, is {ours / max(peer, 1):.2f}x the JDBC dump's."]
+    write_result(f"memory-{args.server}", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
