@@ -14,6 +14,7 @@ never go on the command line (other users could read it in the process list).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -294,7 +295,8 @@ def _watch(ns: argparse.Namespace, spark: Any, query: Any, report: Any, what: st
             report()
     except KeyboardInterrupt:
         interrupted = True
-        query.stop()
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting for the stop
+            query.stop()
     except Exception:  # the query ended with an error: said below
         pass
     report()
@@ -321,7 +323,7 @@ def _explain(ns: argparse.Namespace, text: str) -> tuple[str, bool]:
     part of the Spark log comes first (a JVM that died of its heap leaves the CLI a lost gateway only)."""
     line, ours = one_line(text)
     log = getattr(ns, "log", None)
-    if ours or not log or not os.path.exists(log):
+    if ours or ns.debug or not log or not os.path.exists(log):  # --debug: Spark's output was on the terminal
         return line, ours
     with open(log, "rb") as f:
         f.seek(getattr(ns, "log_from", 0))

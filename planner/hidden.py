@@ -23,6 +23,10 @@ True
 ('shop', 'shop[.](orders|refunds)', 'shop.refunds')
 >>> unseen_reach(["shop[.].*"], ["shop[.].*"], g, visible) is None  # all of it excluded
 True
+>>> g = SelectGrants.from_show_grants(["GRANT SELECT ON `my shop`.`or ders` TO `cdc`@`%`",
+...                                    "GRANT `r1`@`%`,`r2`@`%` TO `cdc`@`%`"])
+>>> sorted(g.tables), g.roles
+([TableId(database='my shop', table='or ders')], True)
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ try:  # the regular expression parser of the standard library (named sre_parse b
 except ImportError:  # pragma: no cover - older Pythons
     import sre_parse as _sre
 
-_GRANT = re.compile(r"^GRANT (?P<privs>.+?) ON (?P<on>\S+) TO ", re.IGNORECASE)
+_GRANT = re.compile(r"^GRANT (?P<privs>.+?) ON (?P<on>(?:`(?:[^`]|``)*`|[^\s`])+) TO ", re.IGNORECASE)
 _IDENT = r"`((?:[^`]|``)+)`"
 _ON_TABLE = re.compile(rf"^{_IDENT}\.{_IDENT}$")
 _ON_DB = re.compile(rf"^{_IDENT}\.\*$")
-_ROLE = re.compile(r"^GRANT `?[^`\s]+`?(@`[^`]*`)? TO ", re.IGNORECASE)
+_ROLE = re.compile(r"^GRANT (?!.* ON ).+ TO ", re.IGNORECASE)  # roles granted (one or a list): no ON clause
 MAX_NAMES = 1000  # a pattern of fixed names with more than this many is taken as an open one
 
 
@@ -59,7 +63,7 @@ class SelectGrants:
 
     @classmethod
     def from_show_grants(cls, lines: Sequence[str]) -> SelectGrants:
-        everywhere, roles = False, False
+        everywhere = False
         databases: list[str] = []
         tables: set[TableId] = set()
         for line in lines:
@@ -67,9 +71,6 @@ class SelectGrants:
             if m is None:
                 continue
             privs = m.group("privs").upper()
-            if _ROLE.match(line) and " ON " not in line.upper():
-                roles = True
-                continue
             if not re.search(r"\b(SELECT|ALL PRIVILEGES|ALL)\b", privs):
                 continue
             on = m.group("on")
@@ -79,7 +80,7 @@ class SelectGrants:
                 databases.append(db.group(1).replace("``", "`"))
             elif (tb := _ON_TABLE.match(on)) is not None:
                 tables.add(TableId(tb.group(1).replace("``", "`"), tb.group(2).replace("``", "`")))
-        roles = roles or any(_ROLE.match(line) and " ON " not in line.upper() for line in lines)
+        roles = any(_ROLE.match(line) for line in lines)
         return cls(everywhere, tuple(databases), frozenset(tables), roles)
 
     def whole(self, database: str) -> bool:

@@ -19,6 +19,7 @@ stop, or a read that meets one it did not plan for) it stops the read with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -95,7 +96,8 @@ class BinlogPhase:
     def _reading(self) -> dict[str, Any]:
         """How this phase's binlog reads see the server (:func:`read_transactions`' keyword arguments)."""
         return {"flavor": self.facts.flavor, "server_version": self.facts.version,
-                "allow_statement_writes": self.opts.allow_statement_writes}
+                "allow_statement_writes": self.opts.allow_statement_writes,
+                "claim": functools.partial(claimed_id, self.profile, self.opts)}
 
     def close(self) -> None:
         if self._conn is not None:

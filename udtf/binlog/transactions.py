@@ -14,6 +14,7 @@ import functools
 import re
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -357,7 +358,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                       decoders: RowDecoders | None = None, piece: int = 0,
                       server_version: tuple[int, int, int] | None = None,
                       allow_statement_writes: bool = False, xa_pending: Sequence[PendingXa] = (),
-                      xa_search: bool = True) -> Iterator[Transaction]:
+                      xa_search: bool = True,
+                      claim: Callable[[], AbstractContextManager[int]] | None = None) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
 
     From ``start.file``/``start.pos`` (a transaction boundary), or with ``auto_position`` by GTID
@@ -381,8 +383,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
       that names a captured table does;
     - an XA transaction's rows come at its XA COMMIT (none at a rollback), :mod:`mysql_cdc.xa`: those prepared
       before ``start`` and still open there are read first from ``xa_pending``; one committed here whose
-      prepare is in neither is looked for in the binlog before (:func:`find_prepared`; with ``xa_search``
-      False, such a commit delivers nothing: a read that looks for one prepare).
+      prepare is in neither is looked for in the binlog before (:func:`find_prepared`, under a server id from
+      ``claim``; with ``xa_search`` False, such a commit delivers nothing: a read that looks for one prepare).
 
     The events are framed by :class:`TransactionReader`."""
     from pymysqlreplication import BinLogStreamReader
@@ -419,7 +421,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                                decoders=decoders, piece=piece, server_version=server_version,
                                allow_statement_writes=allow_statement_writes, prepared=prepared,
                                find_prepared=functools.partial(find_prepared, profile, server_id, tables=tables,
-                                                               **common) if xa_search else lambda xid, at: [])
+                                                               claim=claim, **common)
+                               if xa_search else lambda xid, at: [])
     try:
         yield from reader.transactions(stream)
     except BinlogError:
@@ -431,14 +434,26 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
 
 
 def _held(profile: ConnectionProfile, server_id: int, xid: Xid, start: BinlogOffset, end: BinlogOffset | None,
-          tables: set[TableId], **common: Any) -> list[BinlogRow] | None:
+          tables: set[TableId], *, last: bool = False, **common: Any) -> list[BinlogRow] | None:
     """The rows the XA PREPARE of ``xid`` holds, read from ``start`` (a transaction boundary) up to ``end``;
-    ``None`` when it is not there."""
+    ``None`` when it is not there. With ``last`` (``end`` being where the commit in question ends), the last
+    prepare of ``xid`` before it not ended before it (an xid may be used again once its transaction ended);
+    else the first."""
+    found: list[BinlogRow] | None = None
     for txn in read_transactions(profile, server_id, start, tables, auto_position=False, end=end, xa_search=False,
                                  **common):
-        if any(verb == "prepare" and x == xid for verb, x, _ in txn.xa):
-            return list(txn.held)
-    return None
+        if end is not None and BinlogOffset(txn.file, txn.end).position_key() >= end.position_key():
+            break  # the commit in question
+        for verb, x, _ in txn.xa:
+            if x != xid:
+                continue
+            if verb == "prepare":
+                found = list(txn.held)
+                if not last:
+                    return found
+            else:
+                found = None
+    return found
 
 
 def prepared_rows(profile: ConnectionProfile, server_id: int, pending: PendingXa, tables: set[TableId],
@@ -456,18 +471,26 @@ XA_LOOK_BACK_FILES = 2  # binlog files before an XA COMMIT searched for its prep
 
 
 def find_prepared(profile: ConnectionProfile, server_id: int, xid: Xid, before: BinlogOffset, *,
-                  tables: set[TableId], **common: Any) -> list[BinlogRow]:
+                  tables: set[TableId], claim: Callable[[], AbstractContextManager[int]] | None = None,
+                  **common: Any) -> list[BinlogRow]:
     """The rows of the XA transaction committed at ``before`` whose prepare came before the read's start and
-    was not given to it (a snapshot's correction, the binlog's start after a snapshot): its prepare looked for
-    in the binlog file of the commit and the one before it."""
+    was not given to it (a snapshot's correction, the binlog's start after a snapshot): its last prepare before
+    the commit, looked for in the binlog file of the commit and the one before it. The search is a binlog read
+    of its own while the read that met the commit is still open: it runs under another replica server id
+    (``claim``; a second connection with the same id makes the server end the first)."""
     from mysql_cdc.udtf.binlog.startup import binary_logs
 
     files = [(f, size) for f, size in binary_logs(profile) if binlog_file_key(f) <= binlog_file_key(before.file)]
-    for f, size in reversed(files[-XA_LOOK_BACK_FILES:]):
-        end = before if f == before.file else BinlogOffset(f, size)
-        rows = _held(profile, server_id, xid, BinlogOffset(f, 4), end, tables, **common)
-        if rows is not None:
-            return rows
+    if claim is None:
+        raise BinlogError(f"XA COMMIT of {xid} at {before.file}:{before.pos}: its XA PREPARE comes before this "
+                          "read's start and no replica server id was given to look for it; read from before the "
+                          "prepare")
+    with claim() as sid:
+        for f, size in reversed(files[-XA_LOOK_BACK_FILES:]):
+            end = before if f == before.file else BinlogOffset(f, size)
+            rows = _held(profile, sid, xid, BinlogOffset(f, 4), end, tables, last=True, **common)
+            if rows is not None:
+                return rows
     raise BinlogError(f"XA COMMIT of {xid} at {before.file}:{before.pos}: its XA PREPARE is not in the "
                       f"{XA_LOOK_BACK_FILES} binlog files up to it, so its rows are not known: take a new snapshot")
 
@@ -490,12 +513,13 @@ def _unreadable_start(e: Exception, start: BinlogOffset) -> Exception:
 def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId],
                      *, flavor: str, use_gtid: bool, done: Callable[[str | None, str, int], bool],
                      decoders: RowDecoders | None = None, server_version: tuple[int, int, int] | None = None,
-                     allow_statement_writes: bool = False) -> Iterator[BinlogRow]:
+                     allow_statement_writes: bool = False,
+                     claim: Callable[[], AbstractContextManager[int]] | None = None) -> Iterator[BinlogRow]:
     """Row changes of ``tables`` from ``start`` (exclusive), transaction by transaction, until
     ``done(gtid, file, end)`` says so after a transaction (used by the snapshot backfill)."""
     for txn in read_transactions(profile, server_id, start, tables, flavor=flavor, auto_position=use_gtid,
                                  decoders=decoders, server_version=server_version,
-                                 allow_statement_writes=allow_statement_writes):
+                                 allow_statement_writes=allow_statement_writes, claim=claim):
         yield from txn.rows
         if done(txn.gtid, txn.file, txn.end):
             return

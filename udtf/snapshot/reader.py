@@ -483,7 +483,8 @@ class SnapshotReader:
             for r in read_row_changes(self.profile, sid, low, {self.schema.table}, flavor=self.facts.flavor,
                                       use_gtid=self.strategy == "gtid", done=done, decoders=self._decoders,
                                       server_version=self.facts.version,
-                                      allow_statement_writes=self.opts.allow_statement_writes):
+                                      allow_statement_writes=self.opts.allow_statement_writes,
+                                      claim=lambda: claimed_id(self.profile, self.opts)):
                 if keep(r):
                     changes.append(RowChange(r.op, None if r.before is None else canonical_image(r.before, conv),
                                              None if r.after is None else canonical_image(r.after, conv)))

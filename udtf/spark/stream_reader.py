@@ -227,10 +227,12 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         binlog at ``begin``; ``None`` when there are none."""
         if not self._look_for_tables:
             return None
-        self._look_for_tables = False
         captured = set(self._captured(index))
         at = self._binlog_now() if self.opts.follows_ddl else None
         _, now = describe_tables(self.profile, self.opts, allow_none=True, snapshot=True)
+        # looked: not again until a DDL statement asks (cleared only now, so that a lost server, which makes
+        # the planning run again, does not make it skip the look)
+        self._look_for_tables = False
         new = sorted((s.table for s in now if s.table not in captured), key=str)
         if not new:
             return None
@@ -459,7 +461,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             known = planned[2] if planned is not None and planned[:2] == (
                 json.dumps(begin.to_dict(), sort_keys=True), (stop.file, stop.pos)) else None
             cuts = phase.cut_points(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES, known)
-        starts = [begin, *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before) for c in cuts)]
+        # every part is given the XA transactions open at the range's start: one of them committed in a later
+        # part is read where it was prepared, not searched for (a part that meets no commit of it delivers nothing)
+        starts = [begin, *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before, xa=begin.xa)
+                           for c in cuts)]
         ends = [BinlogOffset(c.file, c.pos) for c in cuts] + [BinlogOffset(stop.file, stop.pos)]
         return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow")
                 for a, b in zip(starts, ends)]
