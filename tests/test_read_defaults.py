@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import mysql_cdc
@@ -21,6 +21,7 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.planner.splitter import (
+    CHUNK_MAX_BYTES,
     CHUNK_TARGET_BYTES,
     FALLBACK_CHUNK_ROWS,
     MAX_AUTO_CHUNK_ROWS,
@@ -43,9 +44,13 @@ def test_a_chunk_size_that_is_set_is_kept(size: int, avg: int) -> None:
 
 
 @given(st.integers(min_value=1, max_value=10**7), st.integers(min_value=1, max_value=10**7))
+@example(avg=262_145, other=1)  # past 256 KiB a row: under 1,024 rows a chunk
+@example(avg=300 * 2**20, other=1)  # a row over the cap: one a chunk
 def test_auto_chunks_hold_about_the_target_bytes(avg: int, other: int) -> None:
     rows = chunk_rows(0, avg)
-    assert MIN_AUTO_CHUNK_ROWS <= rows <= MAX_AUTO_CHUNK_ROWS
+    # the floor of rows gives way to the cap of bytes for large rows, down to one row a chunk
+    assert max(1, min(MIN_AUTO_CHUNK_ROWS, CHUNK_MAX_BYTES // avg)) <= rows <= MAX_AUTO_CHUNK_ROWS
+    assert rows == 1 or rows * avg <= CHUNK_MAX_BYTES
     if MIN_AUTO_CHUNK_ROWS < rows < MAX_AUTO_CHUNK_ROWS:
         assert rows * avg <= CHUNK_TARGET_BYTES < (rows + 1) * avg
     # longer rows never make longer chunks
