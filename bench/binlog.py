@@ -122,16 +122,16 @@ def cut_range(info: ServerInfo, rng: Range, parts: int) -> list[Range]:
     from mysql_cdc.options import parse_options
     from mysql_cdc.planner.plan import describe_table
     from mysql_cdc.profiles import ConnectionProfile
+    from mysql_cdc.udtf.binlog.catchup import GIVEN_MIN_BYTES
     from mysql_cdc.udtf.binlog.phase import BinlogPhase
     from mysql_cdc.udtf.binlog.startup import ReadFrom
-    from mysql_cdc.udtf.spark.stream_reader import SPLIT_MIN_BYTES
 
     profile = ConnectionProfile(host=info.host, port=info.port, user=info.user, password=info.password)
     opts = parse_options({"table": "tpch.orders"})
     facts, schema = describe_table(profile, opts, "tpch.orders")
     phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
     cuts = phase.cut_points(ReadFrom(BinlogOffset(rng[0], rng[1])), BinlogOffset(rng[2], rng[3]), parts,
-                            SPLIT_MIN_BYTES)
+                            GIVEN_MIN_BYTES)
     points = [(rng[0], rng[1]), *((c.file, c.pos) for c in cuts), (rng[2], rng[3])]
     return [(a[0], a[1], b[0], b[1]) for a, b in zip(points, points[1:])]
 

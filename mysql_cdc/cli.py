@@ -47,10 +47,13 @@ def _local_spark(ns: argparse.Namespace, name: str) -> Any:
                           "with: pip install 'pyspark-mysql-cdc[spark]'") from e
     if ns.master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = (SparkConf().setMaster(ns.master).setAppName(name).set("spark.ui.enabled", "false")
-            .set("spark.ui.showConsoleProgress", "false"))  # our progress, not Spark's
+    conf = SparkConf().setMaster(ns.master).setAppName(name).set("spark.ui.showConsoleProgress", "false")
+    if ns.master.startswith("local"):  # a cluster's UI stays on: it is where its users look
+        conf = conf.set("spark.ui.enabled", "false")
     if ns.driver_memory:
         conf = conf.set("spark.driver.memory", ns.driver_memory)
+    for key, value in getattr(ns, "conf", None) or ():
+        conf = conf.set(key, value)
     if SparkContext._active_spark_context is not None:  # an embedding process made one already
         return SparkSession.builder.config(conf=conf).getOrCreate()
     popen: dict[str, Any] | None = None
@@ -357,7 +360,7 @@ def _stream_options(ns: argparse.Namespace) -> list[tuple[str, Any]]:
     """The stream's options given by :func:`_stream_arguments` (those set)."""
     given = [(k, getattr(ns, k, None)) for k in ("chunk_size", "max_chunks_per_batch", "max_rows_per_batch",
                                                    "max_bytes_per_batch", "schema_changes", "binlog_partitions",
-                                                   "reconnect_timeout", "read_timeout")]
+                                                   "reconnect_timeout", "read_timeout", "driver_host")]
     return [(k, v) for k, v in given + _flags(ns) if v is not None]
 
 
@@ -510,18 +513,33 @@ def _stream_arguments(p: argparse.ArgumentParser, max_chunks: str, max_rows: str
                         "table again) or stop (the first DDL stops the job)")
     p.add_argument("--binlog-partitions", type=int,
                    help="Spark tasks reading one micro-batch's binlog range at once, cut at transaction boundaries "
-                        "into parts of at least 1 MB: parallel catch-up of a backlog (default 1)")
+                        "(parallel catch-up of a backlog): n, parts of at least 1 MB; default 0: the session's task "
+                        "slots, parts of at least 16 MB")
     p.add_argument("--reconnect-timeout", type=float,
                    help="seconds to keep trying again after the server was lost (restarted, unreachable, a rotated "
                         "password) before the job stops (default 600; 0: stop at the first failure)")
     p.add_argument("--read-timeout", type=float,
                    help="seconds without a byte from the server before a read counts as lost, e.g. a frozen "
                         "server (default 120)")
+    p.add_argument("--driver-host", help="the address executors reach this driver at, to hand back the chunks' "
+                   "watermarks (default: the driver's own addresses, tried in turn)")
     for k, meaning in _FLAGS.items():
         p.add_argument("--" + k.replace("_", "-"), action="store_true", help=meaning)
     p.add_argument("--once", action="store_true", help="stop at the binlog end taken at the start (availableNow)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between micro-batches (default 1)")
     _spark_arguments(p)
+
+
+def _conf_pair(text: str) -> tuple[str, str]:
+    """``--conf KEY=VALUE`` as a pair.
+
+    >>> _conf_pair("spark.executor.memory=4g"), _conf_pair("spark.a= b=c ")
+    (('spark.executor.memory', '4g'), ('spark.a', ' b=c '))
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. spark.executor.memory=4g")
+    return key.strip(), value
 
 
 def _spark_arguments(p: argparse.ArgumentParser) -> None:
@@ -531,6 +549,9 @@ def _spark_arguments(p: argparse.ArgumentParser) -> None:
                    "(e.g. 4g; Spark's default is 1g)")
     p.add_argument("--log", help="file that Spark's own output goes to (default: a new private file under the "
                    "temporary directory, named when something fails)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=_conf_pair,
+                   help="a Spark setting (repeatable), e.g. --conf spark.executor.memory=4g, --conf "
+                   "spark.jars.packages=...; what spark-submit --conf takes")
 
 
 def build_parser() -> argparse.ArgumentParser:

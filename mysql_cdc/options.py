@@ -92,9 +92,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "else by snapshotting that table again (a stream of one table stops once to be restarted with new "
                "columns, or for good where it would need a new snapshot); stop: every such statement stops the "
                "stream (see Schema changes)"),
-    OptionSpec("binlog_partitions", int, 1,
+    OptionSpec("binlog_partitions", int, 0,
                "streaming: Spark tasks that read one micro-batch's binlog range at once, cut at transaction "
-               "boundaries into parts of at least 1 MB (parallel catch-up of a backlog); 1: one reader"),
+               "boundaries (parallel catch-up of a backlog): n, parts of at least 1 MB; 1: one reader; 0: as many "
+               "as the session runs tasks at once, parts of at least 16 MB (only a backlog is split)"),
+    OptionSpec("driver_host", str, None,
+               "streaming: the address executors reach the query's driver at, to hand back the watermarks of the "
+               "chunks they read (the state_dir is the driver's); unset: the driver's own addresses, tried in turn"),
     OptionSpec("row_decoder", str, "planned",
                "planned: binlog row images are decoded by a reader compiled per table map (fast); library: by "
                "python-mysql-replication's generic decoder (the same values, several times slower)"),
@@ -154,7 +158,8 @@ class CdcOptions:
     max_rows_per_batch: int = 0
     max_bytes_per_batch: int = 0
     schema_changes: SchemaChanges = "follow"
-    binlog_partitions: int = 1
+    binlog_partitions: int = 0
+    driver_host: str | None = None
     row_decoder: RowDecoder = "planned"
     allow_statement_writes: bool = False
     allow_unlogged_cascades: bool = False
@@ -322,8 +327,9 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
         raise ConfigError(f"reconnect_timeout must be >= 0 seconds (0: no second try), got {opts.reconnect_timeout!r}")
     if opts.read_timeout <= 0:
         raise ConfigError(f"read_timeout must be > 0 seconds, got {opts.read_timeout!r}")
-    if opts.binlog_partitions < 1:
-        raise ConfigError(f"binlog_partitions must be >= 1, got {opts.binlog_partitions!r}")
+    if opts.binlog_partitions < 0:
+        raise ConfigError(f"binlog_partitions must be >= 0 (0: by the session's task slots), got "
+                          f"{opts.binlog_partitions!r}")
     if opts.row_decoder not in ROW_DECODERS:
         raise ConfigError(f"bad row_decoder {opts.row_decoder!r}; expected one of {', '.join(ROW_DECODERS)}")
     if opts.schema_changes not in SCHEMA_CHANGES:

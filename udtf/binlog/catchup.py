@@ -9,6 +9,39 @@ from collections.abc import Mapping
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 
 BOUNDARY_STEP = 64 << 10  # a cut needs no finer boundaries: a backlog of small transactions keeps few of them
+GIVEN_MIN_BYTES = 1 << 20  # option binlog_partitions n: no part shorter than this
+AUTO_MIN_BYTES = 16 << 20  # option binlog_partitions 0: a range is cut only where each part has this much
+
+
+def catchup_parts(requested: int, parallelism: int) -> tuple[int, int]:
+    """How many readers a micro-batch's binlog range may be cut for, and the fewest bytes of a part: option
+    ``binlog_partitions`` n as given (parts of at least 1 MiB), or with 0 as many as the session runs tasks
+    at once (``parallelism``), parts of at least 16 MiB. A binlog reader moves about 10-20 MiB/s of change
+    events (bench/results), so a part under that is quicker read by the reader before it than by a task of
+    its own; a range of a live stream is seldom that long, a backlog is.
+
+    >>> catchup_parts(0, 8), catchup_parts(0, 1), catchup_parts(1, 8), catchup_parts(3, 8)
+    ((8, 16777216), (1, 16777216), (1, 1048576), (3, 1048576))
+    """
+    if requested >= 1:
+        return requested, GIVEN_MIN_BYTES
+    return max(1, parallelism), AUTO_MIN_BYTES
+
+
+def range_bytes(start: BinlogOffset, end: BinlogOffset, sizes: Mapping[str, int]) -> int:
+    """Bytes of the binlog from ``start`` to ``end`` (``sizes``: the files' sizes); 0 when a point is in no
+    listed file.
+
+    >>> range_bytes(BinlogOffset("b.1", 200), BinlogOffset("b.2", 50), {"b.1": 300, "b.2": 900})
+    150
+    """
+    before, total = {}, 0
+    for f in sorted(sizes, key=binlog_file_key):
+        before[f] = total
+        total += sizes[f]
+    if start.file not in before or end.file not in before:
+        return 0
+    return max(0, before[end.file] + end.pos - before[start.file] - start.pos)
 
 
 def keep_boundary(kept: list[BinlogOffset], boundary: BinlogOffset) -> None:

@@ -32,7 +32,7 @@ from mysql_cdc.offsets import BinlogOffset, change_sequence
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.udtf.binlog.catchup import keep_boundary, split_points
+from mysql_cdc.udtf.binlog.catchup import keep_boundary, range_bytes, split_points
 from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
 from mysql_cdc.udtf.binlog.server_ids import claimed_id
@@ -253,6 +253,8 @@ class BinlogPhase:
         if parts < 2 or not start.offset.file:
             return []
         sizes = dict(binary_logs(self.profile))
+        if range_bytes(start.offset, end, sizes) < 2 * min_bytes:  # too short to cut: no scan for boundaries
+            return []
         found = self.boundaries(start, end) if boundaries is None else boundaries
         return split_points(start.offset, end, found, sizes, parts, min_bytes)
 

@@ -23,6 +23,7 @@ from mysql_cdc.retry import keep_trying
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
+from mysql_cdc.udtf.spark.chunk_reports import ReportTo, recorded_highs, report
 from mysql_cdc.udtf.spark.output import Output
 
 
@@ -56,24 +57,36 @@ def check_recorded(opts: CdcOptions, chunks: tuple[Chunk, ...] | list[Chunk]) ->
     return recorded
 
 
-def record(opts: CdcOptions, read: ChunkRead) -> None:
-    if opts.state_dir:
-        StateStore(opts.state_dir).record_chunk(ChunkRecord.of(read.chunk, read.low, read.high, read.rows))
+def record(opts: CdcOptions, read: ChunkRead, report_to: ReportTo | None = None) -> None:
+    """Record a chunk read: handed back to the driver (a stream's, ``report_to``), else written into the state
+    dir from here (the batch surfaces: their state dir must be on storage every executor reaches)."""
+    rec = ChunkRecord.of(read.chunk, read.low, read.high, read.rows)
+    if report_to is not None:
+        report(report_to, rec)
+    elif opts.state_dir:
+        StateStore(opts.state_dir).record_chunk(rec)
 
 
 @dataclass(frozen=True)
 class ChunkPartition(InputPartition):
-    """One Spark partition: one chunk, or several read one after another (each exact at its own watermark)."""
+    """One Spark partition: one chunk, or several read one after another (each exact at its own watermark).
+
+    A stream's partitions carry all their reads need from the state dir, which may be on the driver's disk
+    alone: the tables' schemas, and the driver that answers which chunks are recorded and takes their records
+    (``report_to``: :mod:`.chunk_reports`; the driver checked the plan: :func:`check_recorded`)."""
 
     chunks: tuple[Chunk, ...]
+    schemas: tuple[TableSchema, ...] = ()
+    report_to: ReportTo | None = None
 
 
-def spread_chunks(chunks: tuple[Chunk, ...] | list[Chunk], requested: int, parallelism: int
-                  ) -> list[ChunkPartition]:
+def spread_chunks(chunks: tuple[Chunk, ...] | list[Chunk], requested: int, parallelism: int,
+                  **carried: Any) -> list[ChunkPartition]:
     """The chunks dealt round-robin into ``requested`` Spark partitions, or with ``requested`` 0 into as many as
     Spark runs tasks at once (``parallelism``); never more partitions than chunks, every chunk in exactly one,
-    in plan order within each. A Spark task costs about 35 ms of its own (measured, bench/results), so one task
-    per chunk made reads of many small chunks several times slower.
+    in plan order within each (``carried``: the other fields of every partition). A Spark task costs about
+    35 ms of its own (measured, bench/results), so one task per chunk made reads of many small chunks several
+    times slower.
 
     >>> from mysql_cdc.chunks import chunks_from_bounds
     >>> from mysql_cdc.ids import TableId
@@ -84,19 +97,20 @@ def spread_chunks(chunks: tuple[Chunk, ...] | list[Chunk], requested: int, paral
     [[0], [1]]
     """
     n = min(requested or max(1, parallelism), len(chunks))
-    return [ChunkPartition(tuple(chunks[i::n])) for i in range(n)]
+    return [ChunkPartition(tuple(chunks[i::n]), **carried) for i in range(n)]
 
 
 def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chunk, ...], opts: CdcOptions,
-                output: Output, failed: Callable[[Chunk, BaseException], ChunkRead] | None = None
-                ) -> Iterator[pa.RecordBatch]:
+                output: Output, failed: Callable[[Chunk, BaseException], ChunkRead] | None = None,
+                report_to: ReportTo | None = None) -> Iterator[pa.RecordBatch]:
     """Read chunks one after another (of one table or several: ``readers`` gives each table's reader), each
     exact at its own watermark; record each after its rows were handed on (C5). The next chunk is
     read in a thread while this one's batches go to Spark (the drivers release the GIL while they wait on the
     server), so at most two chunks are held at once. ``failed`` gives the read of a chunk whose read raised
     (or raises again): a stream that follows schema changes records a chunk its table's change broke, since
-    the table is snapshotted again."""
-    recorded = check_recorded(opts, chunks)
+    the table is snapshotted again. ``report_to``: a stream's driver, which knows the recorded chunks and
+    records these (:class:`ChunkPartition`); else the state dir is read and written from here."""
+    recorded = recorded_highs(report_to, chunks) if report_to is not None else check_recorded(opts, chunks)
     pool = ThreadPoolExecutor(1, thread_name_prefix="mysql-cdc-prefetch")
 
     def read_now(chunk: Chunk) -> ChunkRead:
@@ -130,7 +144,7 @@ def read_chunks(readers: Callable[[TableId], SnapshotReader], chunks: tuple[Chun
             pending = None
             if nxt is not None and not _unbounded(readers(nxt.table), nxt):
                 pending = pool.submit(_read_whole, readers(nxt.table), nxt, recorded.get(nxt.id))
-            yield from _handed_on(read, opts, output, failed)
+            yield from _handed_on(read, opts, output, failed, report_to)
     finally:
         # a consumer that stops early (a LIMIT, an error) does not wait for the chunk read ahead: the thread
         # finishes it, closes its connection and drops it (nothing is recorded for it)
@@ -150,7 +164,8 @@ def _read_whole(reader: SnapshotReader, chunk: Chunk, as_of: BinlogOffset | None
 
 
 def _handed_on(read: ChunkRead, opts: CdcOptions, output: Output,
-               failed: Callable[[Chunk, BaseException], ChunkRead] | None = None) -> Iterator[pa.RecordBatch]:
+               failed: Callable[[Chunk, BaseException], ChunkRead] | None = None,
+               report_to: ReportTo | None = None) -> Iterator[pa.RecordBatch]:
     try:
         for batch in read.batches:
             yield output.chunk_batch(read, batch)
@@ -158,7 +173,7 @@ def _handed_on(read: ChunkRead, opts: CdcOptions, output: Output,
         if failed is None:
             raise
         read = failed(read.chunk, e)
-    record(opts, read)
+    record(opts, read, report_to)
 
 
 class Readers:

@@ -96,6 +96,37 @@ def code_zip() -> Iterator[str]:
 
 
 _SHIPPED_SESSIONS: set[str] = set()
+_KEPT: list[str] = []  # folders of the zips a classic Spark context serves to its executors
+
+
+def _remove_kept() -> None:
+    import shutil
+
+    for folder in _KEPT:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def ship_to_executors(sc: Any) -> None:
+    """Give a classic session's executors the shipped packages (``addPyFile``, before the functions and the data
+    source are made: they carry the Python includes of that moment), unless the master is local: local
+    executors are this machine's Python. Once per Spark context; the zip stays, in a private folder, for the
+    life of this process (Spark serves it from there to executors that join later)."""
+    master = str(sc.master)
+    if master.startswith("local") or sc.applicationId in _SHIPPED_SESSIONS:
+        return
+    import atexit
+
+    folder = tempfile.mkdtemp(prefix="mysql_cdc_code_")
+    _KEPT.append(folder)
+    if len(_KEPT) == 1:
+        atexit.register(_remove_kept)
+    data = code_zip_bytes()
+    path = os.path.join(folder, f"mysql_cdc_code_{hashlib.sha256(data).hexdigest()[:16]}.zip")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    sc.addPyFile(path)
+    _SHIPPED_SESSIONS.add(sc.applicationId)
 
 
 def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code: bool | None = None) -> None:
@@ -103,9 +134,10 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
 
     ``profiles`` maps profile names to connections (a :class:`ConnectionProfile`, a mapping with host, port,
     user, password, or a ``mysql://user:password@host:port`` URL). SQL names a profile, never a password; the
-    profiles travel inside the registered (pickled) functions. On a Spark Connect session the project's code
-    is shipped to the server as a session artifact unless ``ship_code=False`` (batch queries only; streaming
-    needs the package installed in the server's Python).
+    profiles travel inside the registered (pickled) functions. The project's code is shipped unless
+    ``ship_code=False``: to a Spark Connect server as a session artifact (batch queries only; streaming needs
+    the package installed in the server's Python), and to a classic session's executors with ``addPyFile``
+    when its master is not local.
     """
     remote = _is_connect(spark)
     check_pyspark(str(spark.version) if remote else None)  # one clear error before anything version-bound loads
@@ -125,6 +157,8 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
             with code_zip() as path:
                 spark.addArtifacts(path, pyfile=True)
             _SHIPPED_SESSIONS.add(sid)
+    elif not remote and ship_code is not False:
+        ship_to_executors(spark.sparkContext)
     chunks = _create_py_udtf(build_chunks_udtf(profs), returnType=CHUNK_TABLE_DDL, name="mysql_cdc_chunks",
                              useArrow=True)
     snapshot = _create_py_udtf(build_snapshot_udtf(profs), returnType=None, name="mysql_cdc_snapshot",

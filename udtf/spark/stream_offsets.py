@@ -29,7 +29,10 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from mysql_cdc.errors import StateError
+from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.udtf.binlog.emit import EmitRule
 from mysql_cdc.udtf.binlog.startup import ReadFrom
 
 
@@ -100,13 +103,17 @@ def parse_stream_offset(d: Mapping[str, Any]) -> StreamOffset:
 class BinlogPartition(InputPartition):
     """One Spark partition reading the binlog of ``tables`` (``[db, table]`` pairs) from ``start`` up to
     ``end``; ``initial``: some chunk may hold a change of the range (the emit rule applies), else every change
-    of the tables is emitted. (Pickled within a query run only: its shape is not a contract.)"""
+    of the tables is emitted. It carries what the read needs from the state dir, which may be on the driver's
+    disk alone: the tables' schemas and, with ``initial``, their emit rules (built by the driver from the
+    chunk records). (Pickled within a query run only: its shape is not a contract.)"""
 
     start: ReadFrom
     end: BinlogOffset
     initial: bool
     tables: tuple[tuple[str, str], ...] = ()
     followed: bool = False  # the driver followed every DDL of the range (option schema_changes follow)
+    schemas: tuple[TableSchema, ...] = ()
+    rules: tuple[tuple[TableId, EmitRule], ...] = ()
 
 
 @dataclass(frozen=True)

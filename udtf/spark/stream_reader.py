@@ -24,13 +24,15 @@ from mysql_cdc.profiles import ConnectionProfile, running
 from mysql_cdc.retry import keep_trying
 from mysql_cdc.schema import RESET, TableSchema
 from mysql_cdc.state.store import Round, StateStore, pin_capture
+from mysql_cdc.udtf.binlog.catchup import catchup_parts
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
 from mysql_cdc.udtf.binlog.rules import recorded_rules
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, read_from, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import SchemaChange
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
 from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
-from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, check_recorded, read_chunks, spread_chunks
+from mysql_cdc.udtf.spark.chunk_reports import ChunkReports
 from mysql_cdc.udtf.spark.compat import admission_control
 from mysql_cdc.udtf.spark.follow import SchemaFollower
 from mysql_cdc.udtf.spark.output import Output, changes_need_metadata, output_schema, reset_batch
@@ -47,7 +49,6 @@ log = logging.getLogger("mysql_cdc")
 T = TypeVar("T")
 
 
-SPLIT_MIN_BYTES = 1 << 20  # parallel catch-up: no part of a micro-batch's binlog range is shorter
 GONE_WHYS = ("dropped", "renamed", "gone after")  # why a table left the capture when no table of its name is left
 
 
@@ -124,6 +125,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         self._planned: tuple[str, tuple[str, int], list[BinlogOffset]] | None = None
         self._rules_done: dict[int, dict[TableId, Any]] = {}
         self._xa_after: tuple[str, tuple[PendingXa, ...]] | None = None  # XA open at the end latestOffset planned
+        self._chunk_reports: ChunkReports | None = None
         # checked and described: from here on the capture runs, and its connections (here and in the executors)
         # wait out a lost server, reading the password again (mysql_cdc.retry)
         self.profile = running(profile, opts)
@@ -432,7 +434,12 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         if isinstance(last, SnapshotOffset):
             same = isinstance(first, SnapshotOffset) and first.index == last.index
             todo = self._chunks(last.index)[first.chunk if isinstance(first, SnapshotOffset) and same else 0:last.chunk]
-            return list(spread_chunks(todo, self.opts.partitions, self.parallelism))
+            # what the reads need travels with them, and their records come back here (the state dir may be
+            # on this machine's disk alone)
+            schemas = self._schemas_of(sorted({c.table for c in todo}, key=str))
+            check_recorded(self.opts, todo)  # a chunk of another plan: refused before any row is read
+            return list(spread_chunks(todo, self.opts.partitions, self.parallelism, schemas=tuple(schemas.values()),
+                                      report_to=self._reports().to))
         if start == end:
             return []
         done = first.index + 1 if isinstance(first, SnapshotOffset) else first.done
@@ -455,18 +462,21 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         tables = tuple((t.database, t.table) for t in captured)
         stop = last.read_from.offset
         cuts: list[BinlogOffset] = []
-        if self.opts.binlog_partitions > 1:  # parallel catch-up: the range cut at transaction boundaries
+        parts, min_bytes = catchup_parts(self.opts.binlog_partitions, self.parallelism)
+        if parts > 1:  # parallel catch-up: the range cut at transaction boundaries
             phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), {})
             planned = self._planned
             known = planned[2] if planned is not None and planned[:2] == (
                 json.dumps(begin.to_dict(), sort_keys=True), (stop.file, stop.pos)) else None
-            cuts = phase.cut_points(begin, stop, self.opts.binlog_partitions, SPLIT_MIN_BYTES, known)
+            cuts = phase.cut_points(begin, stop, parts, min_bytes, known)
         # every part is given the XA transactions open at the range's start: one of them committed in a later
         # part is read where it was prepared, not searched for (a part that meets no commit of it delivers nothing)
         starts = [begin, *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before, xa=begin.xa)
                            for c in cuts)]
         ends = [BinlogOffset(c.file, c.pos) for c in cuts] + [BinlogOffset(stop.file, stop.pos)]
-        return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow")
+        carried = tuple(self._schemas_of(captured).values())
+        rules = tuple(self._rules_of(rounds).items()) if initial else ()
+        return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow", carried, rules)
                 for a, b in zip(starts, ends)]
 
     def _needs_rules(self, begin: ReadFrom, rounds: int) -> bool:
@@ -483,35 +493,49 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
     def commit(self, end: dict[str, Any]) -> None:
         self.store.record_offset(self.name, end)
 
+    def _reports(self) -> ChunkReports:
+        """Where this driver takes the records of the chunks its executors read (started when first needed, for
+        the life of the process that plans the stream)."""
+        if self._chunk_reports is None:
+            self._chunk_reports = ChunkReports(self.store, self.opts.driver_host)
+        return self._chunk_reports
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_chunk_reports": None}  # the driver's server stays with the driver
+
     # -- data (executors) --
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, ResetPartition):
             yield reset_batch([TableId(db, t) for db, t in partition.tables], partition.at)
             return
+        # nothing here reads the state dir: the partition carries what the read needs (docs/DESIGN.md §12)
         if isinstance(partition, ChunkPartition):
-            schemas = self._schemas_of(sorted({c.table for c in partition.chunks}, key=str))
+            schemas = {s.table: s for s in partition.schemas}
             readers = Readers(self.profile, schemas, self.facts, self.opts)
-            failed = self._changed_chunk if self.opts.schema_changes == "follow" else None
-            yield from read_chunks(readers, partition.chunks, self.opts, Output(schemas, self.opts), failed)
+
+            def changed(chunk: Chunk, error: BaseException) -> ChunkRead:
+                return self._changed_chunk(chunk, error, schemas[chunk.table])
+
+            failed = changed if self.opts.schema_changes == "follow" else None
+            yield from read_chunks(readers, partition.chunks, self.opts, Output(schemas, self.opts), failed,
+                                   partition.report_to)
             return
         assert isinstance(partition, BinlogPartition)
-        tables = [TableId(db, t) for db, t in partition.tables]
-        if not self.many and not tables:
-            tables = sorted(self.schemas, key=str)
-        schemas = self._schemas_of(tables)
-        rules = self._rules(tables) if partition.initial else {}
+        schemas = {s.table: s for s in partition.schemas}
+        tables = sorted(schemas, key=str)
+        rules = dict(partition.rules)
         phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {t: rules.get(t) for t in tables},
                             followed=partition.followed)
         yield from Output(schemas, self.opts).change_batches(phase.changes(partition.start, partition.end),
                                                              self.opts.fetch_size)
 
-    def _changed_chunk(self, chunk: Chunk, error: BaseException) -> ChunkRead:
+    def _changed_chunk(self, chunk: Chunk, error: BaseException, recorded: TableSchema) -> ChunkRead:
         """A chunk whose read failed because a DDL statement changed its table while the snapshot was read (a
         column or the table is gone): recorded with no rows at the binlog's end now, since the statement makes
         the stream snapshot the table again (it lies after the table's recorded schema: see
         :meth:`_changed_in_snapshot` and :meth:`_follow`). A single table's stream stops there with
-        :class:`SchemaChangedError` instead. Any other failure is raised."""
-        recorded = self._recorded_schema(chunk.table)
+        :class:`SchemaChangedError` instead. Any other failure is raised. ``recorded``: the table's schema as
+        the capture recorded it (the partition's)."""
         now = describe_now(self.profile, self.opts, chunk.table)
         if now is not None and now[0] == recorded:
             raise error
