@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -85,8 +86,6 @@ def _noise_to_log(log: str) -> None:
     """What the driver's Python threads print when Spark fails (py4j's callback server and gateway client,
     the accumulator server: a hundred lines of traceback when the JVM dies) goes to the Spark log; the CLI's
     own lines, and the warnings of this package (a lost server tried again), still reach the terminal."""
-    import logging
-
     if _TERMINAL:
         return
     _TERMINAL.append(sys.stderr)
@@ -98,9 +97,23 @@ def _noise_to_log(log: str) -> None:
     ours = logging.getLogger("mysql_cdc")
     if not ours.handlers:
         handler = logging.StreamHandler(_TERMINAL[0])
-        handler.setFormatter(logging.Formatter("mysql-cdc: %(message)s"))
+        handler.setFormatter(_OneName("mysql-cdc: %(message)s"))
         handler.setLevel(logging.WARNING)
         ours.addHandler(handler)
+
+
+class _OneName(logging.Formatter):
+    """The CLI's name once before a warning of the package, whose messages name the package themselves.
+
+    >>> rec = logging.LogRecord("mysql_cdc", logging.WARNING, "", 0, "mysql_cdc: lost; trying again", None, None)
+    >>> _OneName("mysql-cdc: %(message)s").format(rec)
+    'mysql-cdc: lost; trying again'
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return "mysql-cdc: " + text[len("mysql-cdc: mysql_cdc: "):] if text.startswith("mysql-cdc: mysql_cdc: ") \
+            else text
 
 
 def _log_file(given: str | None, name: str) -> str:
