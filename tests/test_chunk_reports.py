@@ -89,3 +89,20 @@ def _loads(line: bytes) -> object:
         return json.loads(line)
     except ValueError:
         return None
+
+
+def test_a_task_of_thousands_of_recorded_chunks_is_told_every_watermark(tmp_path: Path) -> None:
+    """A batch that puts 2,000 chunks in one task, run again: the answer (long GTID sets) passes a megabyte."""
+    store = StateStore(str(tmp_path / "state"))
+    gtids = ",".join(f"{i:08x}-0000-0000-0000-000000000000:1-{i}" for i in range(16))
+    chunks = [Chunk(T, i, ("id",), (i,) if i else None, (i + 1,)) for i in range(2000)]
+    for c in chunks:
+        store.record_chunk(ChunkRecord.of(c, BinlogOffset("b.000001", 4, gtids, "gtid"),
+                                          BinlogOffset("b.000001", 900 + c.index, gtids, "gtid"), 1))
+    reports = ChunkReports(store)
+    try:
+        highs = recorded_highs(reports.to, chunks)
+    finally:
+        reports.close()
+    assert len(highs) == 2000 and highs["shop.orders:1999"].pos == 2899 and highs["shop.orders:7"].gtids == gtids
+    assert len(json.dumps({k: v.to_dict() for k, v in highs.items()})) > 1 << 20

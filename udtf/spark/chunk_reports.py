@@ -42,7 +42,9 @@ from mysql_cdc.offsets import BinlogOffset
 
 CONNECT_SECONDS = 3.0  # per address tried
 REPLY_SECONDS = 120.0  # the driver writes one small file; a slow store (an object store) may take a while
-MAX_LINE = 1 << 20
+# a line's bound: a task's question names each of its chunks, the answer gives each recorded one's high
+# watermark (a GTID set may take a kilobyte), and a batch may put thousands of chunks in one task
+MAX_LINE = 64 << 20
 
 
 def seal(key: bytes, request: dict[str, Any]) -> bytes:
