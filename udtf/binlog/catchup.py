@@ -35,13 +35,20 @@ def range_bytes(start: BinlogOffset, end: BinlogOffset, sizes: Mapping[str, int]
     >>> range_bytes(BinlogOffset("b.1", 200), BinlogOffset("b.2", 50), {"b.1": 300, "b.2": 900})
     150
     """
-    before, total = {}, 0
-    for f in sorted(sizes, key=binlog_file_key):
-        before[f] = total
-        total += sizes[f]
+    before = _file_starts(sizes)
     if start.file not in before or end.file not in before:
         return 0
     return max(0, before[end.file] + end.pos - before[start.file] - start.pos)
+
+
+def _file_starts(sizes: Mapping[str, int]) -> dict[str, int]:
+    """Where each binlog file starts, in bytes of the whole log (files in their numeric order)."""
+    before: dict[str, int] = {}
+    total = 0
+    for f in sorted(sizes, key=binlog_file_key):
+        before[f] = total
+        total += sizes[f]
+    return before
 
 
 def keep_boundary(kept: list[BinlogOffset], boundary: BinlogOffset) -> None:
@@ -81,12 +88,7 @@ def split_points(start: BinlogOffset, end: BinlogOffset, boundaries: list[Binlog
     ...     2, 50)]  # across a rotation: 100 bytes left in b.1, 200 read of b.2
     [('b.2', 50)]
     """
-    order = sorted(sizes, key=binlog_file_key)
-    before: dict[str, int] = {}
-    total = 0
-    for f in order:
-        before[f] = total
-        total += sizes[f]
+    before = _file_starts(sizes)
 
     def at(o: BinlogOffset) -> int | None:
         return None if o.file not in before else before[o.file] + o.pos

@@ -85,14 +85,19 @@ def code_zip() -> Iterator[str]:
     Never a file found under a predictable name: a shared temporary folder is writable by every local user,
     and a zip planted there would run as the Spark job.
     """
-    data = code_zip_bytes()
-    digest = hashlib.sha256(data).hexdigest()[:16]
     with tempfile.TemporaryDirectory(prefix="mysql_cdc_code_") as folder:
-        path = os.path.join(folder, f"mysql_cdc_code_{digest}.zip")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        yield path
+        yield _write_code_zip(folder)
+
+
+def _write_code_zip(folder: str) -> str:
+    """The shipped code written as a new file (0600, never one that exists) in ``folder``, named by its content
+    hash; its path."""
+    data = code_zip_bytes()
+    path = os.path.join(folder, f"mysql_cdc_code_{hashlib.sha256(data).hexdigest()[:16]}.zip")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
 
 
 _SHIPPED_SESSIONS: set[str] = set()
@@ -120,12 +125,7 @@ def ship_to_executors(sc: Any) -> None:
     _KEPT.append(folder)
     if len(_KEPT) == 1:
         atexit.register(_remove_kept)
-    data = code_zip_bytes()
-    path = os.path.join(folder, f"mysql_cdc_code_{hashlib.sha256(data).hexdigest()[:16]}.zip")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    sc.addPyFile(path)
+    sc.addPyFile(_write_code_zip(folder))
     _SHIPPED_SESSIONS.add(sc.applicationId)
 
 

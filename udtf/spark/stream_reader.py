@@ -462,9 +462,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         tables = tuple((t.database, t.table) for t in captured)
         stop = last.read_from.offset
         cuts: list[BinlogOffset] = []
+        schemas = self._schemas_of(captured)
         parts, min_bytes = catchup_parts(self.opts.binlog_partitions, self.parallelism)
         if parts > 1:  # parallel catch-up: the range cut at transaction boundaries
-            phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(captured), {})
+            phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {})
             planned = self._planned
             known = planned[2] if planned is not None and planned[:2] == (
                 json.dumps(begin.to_dict(), sort_keys=True), (stop.file, stop.pos)) else None
@@ -474,9 +475,9 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         starts = [begin, *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before, xa=begin.xa)
                            for c in cuts)]
         ends = [BinlogOffset(c.file, c.pos) for c in cuts] + [BinlogOffset(stop.file, stop.pos)]
-        carried = tuple(self._schemas_of(captured).values())
         rules = tuple(self._rules_of(rounds).items()) if initial else ()
-        return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow", carried, rules)
+        return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow",
+                                tuple(schemas.values()), rules)
                 for a, b in zip(starts, ends)]
 
     def _needs_rules(self, begin: ReadFrom, rounds: int) -> bool:
