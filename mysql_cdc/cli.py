@@ -280,15 +280,13 @@ def _position(progress: dict[str, Any] | None) -> str:
 
 
 def _committed_position(checkpoint: str) -> str:
-    """Where the last batch a local checkpoint committed ended, in words."""
+    """Where the last batch a checkpoint (local or on a store) committed ended, in words."""
+    from mysql_cdc.state.storage import list_names, read_text
     from mysql_cdc.udtf.spark.compat import progress_offset
 
-    commits = os.path.join(checkpoint, "commits")
-    done = sorted(int(n) for n in (os.listdir(commits) if os.path.isdir(commits) else []) if n.isdigit())
-    if not done:
-        return _offset_words({})
-    with open(os.path.join(checkpoint, "offsets", str(done[-1])), encoding="utf-8") as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
+    done = sorted(int(n) for n in list_names(checkpoint, "commits") if n.isdigit())
+    text = read_text(checkpoint, "offsets", str(done[-1])) if done else None
+    lines = [line for line in (text or "").splitlines() if line.strip()]
     return _offset_words(progress_offset(lines[-1]) if len(lines) > 2 else {})
 
 
@@ -429,7 +427,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
 
     # before Spark starts: a bad path, or another sync on them (it holds locks in both folders), is one line
     to, _, state_dir = check_sync_paths(ns.to, ns.checkpoint, ns.state_dir)
-    if os.path.isdir(state_dir) and os.path.isdir(to):
+    if os.path.isdir(to) and (not os.path.isabs(state_dir) or os.path.isdir(state_dir)):  # a URI, or made
         keep_sync_locks(None, hold_sync_locks(state_dir, to), None)
     _check_source(ns)
     import mysql_cdc

@@ -1,6 +1,7 @@
 """Durable records of finished chunks (their watermarks), readable and writable from driver and executors.
 
-Layout under the state directory (a local path or a pyarrow filesystem URI such as ``s3://bucket/prefix``)::
+Layout under the state directory (a local path or a URI of a cluster's store such as ``s3://bucket/prefix``,
+served by :mod:`.storage`)::
 
     chunks/<db>.<table>/<index>.json     one record per finished chunk, written once
     plans/<db>.<table>.json              a streaming query's chunk plan, written once
@@ -44,6 +45,7 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.schema import SNAPSHOT, TableSchema
 from mysql_cdc.state.history import HistoryEntry
+from mysql_cdc.state.storage import parse_location
 
 
 def tighten_umask() -> None:
@@ -160,20 +162,12 @@ class Round:
 class StateStore:
     def __init__(self, location: str) -> None:
         self.location = location
-        parsed = urllib.parse.urlsplit(location)
-        self._local = parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt")
+        where = parse_location(location)  # one rule for every store (state/storage.py); refuses what it cannot serve
+        self._local = where.local
         self._made = False
         self._named: set[str] = set()
-        if self._local:
-            self._root = parsed.path if parsed.scheme == "file" else location
-            self._fs = None
-        else:
-            import pyarrow.fs as pafs
-
-            try:
-                self._fs, self._root = pafs.FileSystem.from_uri(location)
-            except Exception as e:
-                raise StateError(f"cannot open state location {location!r}: {e}") from e
+        self._root = where.path
+        self._fs = where.filesystem()
 
     def missing(self, what: str) -> StateError:
         """The error for a record a running capture needs and does not find here."""

@@ -33,7 +33,8 @@ class StandaloneCluster:
 
     def _env(self, home: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_REMOTE",
-                                                                "SPARK_CONNECT_MODE_ENABLED")}
+                                                                "SPARK_CONNECT_MODE_ENABLED")
+               and not k.startswith("AWS_")}  # nor a way to the tests' S3 server: only the driver has one
         env.update(SPARK_HOME=self.spark_home, HOME=str(home), SPARK_LOG_DIR=str(home / "logs"),
                    SPARK_LOCAL_IP="127.0.0.1")
         return env

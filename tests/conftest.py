@@ -259,3 +259,15 @@ def spark(request: pytest.FixtureRequest) -> Any:
     session = request.getfixturevalue("connect_session")
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     return session
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An S3 server of the tests' own (:class:`tests.s3.S3Server`), with the bucket ``lake``."""
+    from tests.s3 import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

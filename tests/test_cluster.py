@@ -23,6 +23,7 @@ from mysql_cdc.profiles import ConnectionProfile
 from tests.cluster import StandaloneCluster
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import insert_rows, profile_url
+from tests.s3 import S3Server
 from tests.servers import ServerInfo
 from tests.test_keeps_running import TABLES, Writers, _equal, _make, _source
 from tests.test_streaming import _checkpoint_state, _tail
@@ -48,10 +49,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, hidden: Path) -> Iterator[
         c.stop()
 
 
-def _cli(cluster: StandaloneCluster, profile: ConnectionProfile, args: list[str], log: Path
-         ) -> subprocess.Popen[bytes]:
+def _cli(cluster: StandaloneCluster, profile: ConnectionProfile, args: list[str], log: Path,
+         env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     env = _repo_env(True)  # the driver's Python has the package; the workers' has not (tests.cluster)
-    env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+    env.update(env_extra or {}, MYSQL_CDC_PROFILE_SRC=profile_url(profile))
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "mysql_cdc", *args, "--master", cluster.url,
                                  "--conf", "spark.executor.memory=1g", "--conf", "spark.task.maxFailures=8"],
@@ -126,17 +127,19 @@ def test_a_sync_on_isolated_workers_under_writers_and_kill_9_of_a_worker_and_the
 
 
 def test_a_stream_on_isolated_workers_spreads_a_binlog_backlog_over_both_by_default(
-        cluster: StandaloneCluster, hidden: Path, classic_spark: Any, info: ServerInfo, profile: ConnectionProfile,
-        db: str, root: Any, tmp_path: Path) -> None:
+        cluster: StandaloneCluster, hidden: Path, classic_spark: Any, s3: S3Server, info: ServerInfo,
+        profile: ConnectionProfile, db: str, root: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``binlog_partitions`` left at its default (0: the session's task slots, parts of at least 16 MiB): a
-    backlog of 40 MB after a first run is read by two tasks at once; a live stream's small batch by one."""
+    backlog of 40 MB after a first run is read by two tasks at once; a live stream's small batch by one. The
+    state dir is on the S3 server, which only the driver may reach (the workers have no credentials for it):
+    a stream's executors need no state dir."""
     _make(root, rows=300)
     cur = root.cursor()
     cur.execute("CREATE TABLE w (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(1200) NOT NULL)")
     insert_rows(root, "w", ["id", "v", "pad"], [(i, i, f"{i:04d}" * 250) for i in range(2000)])
     base = hidden / f"follow-{info.kind}-{db}"
     out = str(tmp_path / "out")  # written by the executors: on storage they share (the test's own folder)
-    ck, state = str(base / "ck"), str(base / "state")
+    ck, state = str(base / "ck"), f"s3a://lake/follow-{info.kind}-{db}/state"
     args = ["follow", "--source", "src", "--tables", f"{db}[.](a|b|c|w)", "--out", out, "--checkpoint", ck,
             "--state-dir", state, "--chunk-size", "100", "--once", "--driver-host", "127.0.0.1",
             "--log", str(tmp_path / "spark.log"),
@@ -145,7 +148,7 @@ def test_a_stream_on_isolated_workers_spreads_a_binlog_backlog_over_both_by_defa
     def run() -> int:
         """One run to the binlog's end; the batches it committed."""
         done = _checkpoint_state(ck)[0]
-        job = _cli(cluster, profile, args, tmp_path / "follow.log")
+        job = _cli(cluster, profile, args, tmp_path / "follow.log", s3.env())
         assert job.wait(300) == 0, _tail(str(tmp_path / "follow.log"))
         return _checkpoint_state(ck)[0] - done
 
@@ -176,6 +179,9 @@ def test_a_stream_on_isolated_workers_spreads_a_binlog_backlog_over_both_by_defa
     done = _checkpoint_state(ck)[0]
     assert run() > 0
     assert max(files_per_batch(done)) == 2, files_per_batch(done)
+    assert s3.files(f"follow-{info.kind}-{db}/state/offsets") and not os.path.exists(base / "state")
+    for k, v in s3.env().items():  # the test reads the schemas the stream recorded there
+        monkeypatch.setenv(k, v)
     for t in [*TABLES, "w"]:
         assert _applied(classic_spark, out, state, db, t) == _source_of(info, db, t), t
 

@@ -1,4 +1,5 @@
-"""Chunk records (no server): the first record of a chunk wins, on a local path and on a pyarrow filesystem URI."""
+"""Chunk records (no server): the first record of a chunk wins, on a local path and a file: URI (on S3:
+tests/test_storage.py)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,6 @@ def test_first_record_wins_and_records_round_trip(tmp_path: Any, where: str) -> 
     assert [r.index for r in recs] == [0, 1]
     assert recs[1].chunk() == _rec(1, 0).chunk() and recs[1].high.gtids == "u:1-5"
     assert StateStore(location).chunk_records(TableId("d", "other")) == []
-
-
-def test_records_on_a_pyarrow_filesystem() -> None:
-    store = StateStore("mock:///state")
-    store.record_chunk(_rec(3, 10))
-    assert store.record_chunk(_rec(3, 20)).high.pos == 10
-    assert [r.index for r in store.chunk_records(TableId("d", "t.x"))] == [3]
 
 
 def test_tables_whose_names_differ_only_in_where_the_dot_is_keep_their_own_records(tmp_path: Any) -> None:

@@ -262,8 +262,9 @@ def test_a_bad_target_is_one_clear_error_before_any_data_is_read(
     assert not os.path.exists(tmp_path / "lake") and not os.path.exists(state)  # refused: nothing was made
     # targets are checked before anything is created: an empty one (the working directory), a URI (it made
     # ./s3:/b/x, ./dbfs:/mnt/lake), a checkpoint where a database's mirror would go
-    for to, message in (("", "to is empty"), ("s3://b/x", "to 's3://b/x' must be a local path: it names the scheme "
-                        "'s3'"), ("dbfs:/mnt/lake", "it names the scheme 'dbfs'")):
+    for to, message in (("", "to is empty"), ("s3://b/x", "to 's3://b/x' must be a local path: the sync writes its "
+                        "Delta tables with delta-rs"), ("dbfs:/mnt/lake", "is on DBFS, which is mounted on Databricks "
+                        "clusters only")):
         with pytest.raises(mysql_cdc.ConfigError, match=re.escape(message)):
             mysql_cdc.sync(classic_spark, to=to, tables=f"{db}[.]t01_int", **common)
     assert not os.path.exists("s3:") and not os.path.exists("dbfs:")

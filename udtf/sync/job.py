@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
@@ -40,6 +39,7 @@ from mysql_cdc.rows import (
     VALUES_COLUMN,
 )
 from mysql_cdc.schema import TableSchema
+from mysql_cdc.state.storage import read_text
 from mysql_cdc.state.store import StateStore, capture_options, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.sync.mirror import DeltaMirror, check_tables
@@ -73,13 +73,15 @@ def query_app_id(checkpoint: str) -> str:
     """The app id of a sync's Delta transactions: the streaming query's id, which Spark keeps in the
     checkpoint's ``metadata`` file across restarts (a new checkpoint is a new query: its batch ids start again
     at 0 and must not be taken for the old query's)."""
-    meta = os.path.join(checkpoint, "metadata")
+    where = f"{checkpoint.rstrip('/')}/metadata"
     try:
-        with open(meta, encoding="utf-8") as f:
-            return APP_PREFIX + str(json.load(f)["id"])
-    except (OSError, ValueError, KeyError) as e:
-        raise StateError(f"cannot read the streaming query's id from {meta!r} ({e}); the sync needs a checkpoint "
-                         "location on a local file system") from e
+        text = read_text(checkpoint, "metadata")
+        if text is None:
+            raise FileNotFoundError(f"no such file: {where!r}")
+        return APP_PREFIX + str(json.loads(text)["id"])
+    except (OSError, ValueError, KeyError, MysqlCdcError) as e:
+        raise StateError(f"cannot read the streaming query's id from {where!r} ({e}); the sync reads its "
+                         "checkpoint on a local path or a store the state_dir could be on (state/storage.py)") from e
 
 
 class SyncBatches:

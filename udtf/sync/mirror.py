@@ -130,7 +130,7 @@ class DeltaMirror:
 
     @property
     def root(self) -> str:
-        return os.path.abspath(self.given)
+        return os.path.abspath(local_path("to", self.given))
 
     def path(self, table: TableId) -> str:
         """The table's mirror: at :func:`table_path`, or where a mirror made before a leading ``_`` was escaped

@@ -1,8 +1,10 @@
 """Where a sync writes, checked before anything is created, and held by one sync at a time.
 
-The three paths of a sync (the mirror's target, Spark's checkpoint, the capture's state dir) are local, not
-empty, writable, and apart from each other's contents (:func:`check_sync_paths`); a lock on the state dir and
-on the target (:class:`SyncLock`) keeps a second sync off them for the life of the first."""
+The three paths of a sync (the mirror's target, Spark's checkpoint, the capture's state dir) are served (the
+target local, the others local or on a cluster's store), not empty, writable, and apart from each other's
+contents (:func:`check_sync_paths`); a lock on the target and on a local state dir (:class:`SyncLock`) keeps a
+second sync off them for the life of the first (an object store takes no lock: one sync per state dir there is
+the user's to keep)."""
 
 from __future__ import annotations
 
@@ -12,29 +14,29 @@ import time
 from typing import Any
 
 from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.state.storage import Location, check_reachable, parse_location
 from mysql_cdc.state.store import make_dirs
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
 
 def local_path(what: str, path: str) -> str:
-    """A path the sync may write: not empty, and a local path, not a URI (``s3://``, ``dbfs:/``, ...). Nothing
-    is created here.
+    """The mirror's target: not empty, and a local path (a mounted volume, ``/Volumes/...`` or, on Databricks,
+    ``dbfs:/``) that delta-rs writes path tables in; the path it names. Nothing is created here.
 
     >>> local_path("to", "/lake")
     '/lake'
-    >>> local_path("to", "dbfs:/mnt/lake")
+    >>> local_path("to", "s3a://b/lake")
     Traceback (most recent call last):
     ...
-    mysql_cdc.errors.ConfigError: to 'dbfs:/mnt/lake' must be a local path: it names the scheme 'dbfs', which ...
+    mysql_cdc.errors.ConfigError: to 's3a://b/lake' must be a local path: the sync writes its Delta tables with ...
     """
-    if not path or not path.strip():
-        raise ConfigError(f"{what} is empty: give a directory (an empty one would be the working directory)")
-    m = _SCHEME.match(path)
-    if m and not (os.name == "nt" and len(m.group(1)) == 1):
-        raise ConfigError(f"{what} {path!r} must be a local path: it names the scheme {m.group(1)!r}, which the sync "
-                          "does not write yet; give a local directory (a mounted volume works)")
-    return path
+    loc = parse_location(path, what)
+    if not loc.local:
+        raise ConfigError(f"{what} {path!r} must be a local path: the sync writes its Delta tables with delta-rs in "
+                          "the driver, on its disk or a mounted volume; keep the state_dir and checkpoint on the "
+                          "object store and the target on a volume")
+    return path if not _SCHEME.match(path) else loc.path
 
 
 def writable(what: str, path: str) -> None:
@@ -50,39 +52,56 @@ def writable(what: str, path: str) -> None:
                           f"job may create and write")
 
 
+def _key(loc: Location) -> str:
+    """Where a location is, comparable with another's: its store and path (``/`` separated)."""
+    return f"{loc.kind}:{loc.path.rstrip('/') if loc.kind != 'local' else loc.path}"
+
+
+def _inside(inner: Location, outer: Location) -> bool:
+    a, b = _key(inner), _key(outer)
+    return a == b or a.startswith(b.rstrip("/") + "/")
+
+
 def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool = False) -> tuple[str, str, str]:
-    """The sync's three paths, checked before anything is created: local, not empty, writable where they run
-    (absolute from a Spark Connect client, whose server resolves them), and apart from each other's contents:
-    the checkpoint and the state_dir may be inside ``to`` only under a folder whose name starts with ``_`` or
-    ``.`` (no mirror table goes there, see :func:`.mirror.table_path`), and ``to`` not inside either. Returns them
-    absolute (from a client: as given)."""
+    """The sync's three paths, checked before anything is created: the target local (:func:`local_path`), the
+    checkpoint and the state_dir local or on a store :mod:`state.storage` serves (whose bucket is looked at
+    once), none empty, local ones writable where they run (absolute from a Spark Connect client, whose server
+    resolves them), and apart from each other's contents: the checkpoint and the state_dir may be inside ``to``
+    only under a folder whose name starts with ``_`` or ``.`` (no mirror table goes there, see
+    :func:`.mirror.table_path`), and ``to`` not inside either. Returns them absolute (from a client, or a URI:
+    as given)."""
     given = {"to": to, "checkpoint": checkpoint, "state_dir": state_dir}
+    local_path("to", to)
+    locs = {what: parse_location(path, what) for what, path in given.items()}
     for what, path in given.items():
-        local_path(what, path)
-        if remote and not os.path.isabs(path):
+        if remote and locs[what].local and not os.path.isabs(path) and not _SCHEME.match(path):
             raise ConfigError(f"{what} {path!r} must be absolute: the Spark Connect server resolves it, in its own "
                               "working directory")
     if remote:
         return to, checkpoint, state_dir
-    paths = {what: os.path.abspath(path) for what, path in given.items()}
-    root = paths["to"]
+    root = locs["to"]
     for what in ("checkpoint", "state_dir"):
-        p = paths[what]
-        if p == root or os.path.commonpath([root, p]) == p:
-            raise ConfigError(f"to {root!r} is inside the {what} {p!r}: keep the mirror's tables apart from it "
-                              f"(e.g. --to /lake and --{what.replace('_', '-')} /lake/_sync/{what})")
-        if os.path.commonpath([root, p]) == root:
-            first = os.path.relpath(p, root).split(os.sep)[0]
+        p = locs[what]
+        if _inside(root, p):
+            raise ConfigError(f"to {root.path!r} is inside the {what} {p.path!r}: keep the mirror's tables apart from "
+                              f"it (e.g. --to /lake and --{what.replace('_', '-')} /lake/_sync/{what})")
+        if _inside(p, root):
+            first = os.path.relpath(p.path, root.path).split(os.sep)[0]
             if not first.startswith(("_", ".")):
-                raise ConfigError(f"the {what} {p!r} is inside to {root!r} under {first!r}, where the mirror of a "
-                                  f"database named {first!r} would go: put it under a folder of to whose name starts "
-                                  f"with '_' (e.g. {os.path.join(root, '_sync', what)!r}), or outside to")
-    if os.path.commonpath([paths["checkpoint"], paths["state_dir"]]) in (paths["checkpoint"], paths["state_dir"]):
-        raise ConfigError(f"checkpoint {paths['checkpoint']!r} and state_dir {paths['state_dir']!r} overlap: give "
-                          "each a folder of its own")
-    for what, p in paths.items():
-        writable(what, p)
-    return paths["to"], paths["checkpoint"], paths["state_dir"]
+                raise ConfigError(f"the {what} {p.path!r} is inside to {root.path!r} under {first!r}, where the "
+                                  f"mirror of a database named {first!r} would go: put it under a folder of to "
+                                  f"whose name starts with '_' (e.g. {os.path.join(root.path, '_sync', what)!r}), "
+                                  "or outside to")
+    if _inside(locs["checkpoint"], locs["state_dir"]) or _inside(locs["state_dir"], locs["checkpoint"]):
+        raise ConfigError(f"checkpoint {checkpoint!r} and state_dir {state_dir!r} overlap: give each a folder of its "
+                          "own")
+    for what, loc in locs.items():
+        if loc.local:
+            writable(what, loc.path)
+        else:
+            check_reachable(loc, what.replace("_", " "))
+    out = [locs[w].path if locs[w].local else given[w] for w in ("to", "checkpoint", "state_dir")]
+    return out[0], out[1], out[2]
 
 
 class SyncLock:
@@ -132,9 +151,11 @@ _LISTENING: set[int] = set()  # sessions whose ended queries give their locks up
 
 
 def hold_sync_locks(state_dir: str, to: str) -> list[SyncLock]:
-    """Lock the state_dir and the target for a sync (:class:`SyncLock`), or one clear error naming the holder.
+    """Lock the target and a local state_dir for a sync (:class:`SyncLock`), or one clear error naming the holder.
     A lock this process holds for a query that has ended is taken over (its end may not have been heard yet)."""
-    paths = (os.path.join(os.path.abspath(state_dir), LOCK_NAME), os.path.join(os.path.abspath(to), TARGET_LOCK_NAME))
+    state = parse_location(state_dir)
+    folders = ([(state.path, LOCK_NAME)] if state.local else []) + [(local_path("to", to), TARGET_LOCK_NAME)]
+    paths = tuple(os.path.join(os.path.abspath(folder), name) for folder, name in folders)
     for path in paths:
         if path in _HELD:
             held, query = _HELD[path]
@@ -144,10 +165,10 @@ def hold_sync_locks(state_dir: str, to: str) -> list[SyncLock]:
                 raise StateError(f"this process runs a sync on {state_dir!r} or {to!r} already (query "
                                  f"{query.id}): stop it first")
             release_sync_locks(held)
-    locks = [SyncLock(os.path.abspath(state_dir), LOCK_NAME), SyncLock(os.path.abspath(to), TARGET_LOCK_NAME)]
+    locks = [SyncLock(os.path.abspath(folder), name) for folder, name in folders]
     try:
-        locks[0].acquire(private=True)
-        locks[1].acquire()
+        for lock in locks:
+            lock.acquire(private=lock.path.endswith(os.sep + LOCK_NAME))
     except BaseException:
         release_sync_locks(locks)
         raise
