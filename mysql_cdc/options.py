@@ -36,7 +36,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("table", str, None, "one table as 'db.table' (snapshot function, data source); its own columns, "
                "typed, where tables gives every table's rows as JSON in __values"),
     OptionSpec("chunk_size", int, 0, "rows per chunk; 0: about 16 MiB of rows by the table's average row length "
-               "(1,024 to 1,000,000 rows; 8,096 without statistics)"),
+               "(1,024 to 1,000,000 rows; 8,096 without statistics), smaller where that leaves a task slot of the "
+               "session idle (a chunk per slot, each of 1 MiB at least)"),
     OptionSpec("chunk_key", str, None,
                "comma-separated columns that split tables without a primary key (they may repeat and be NULL); or "
                "'<table pattern>:<columns>' entries separated by ';', one per table. A table without a primary key "

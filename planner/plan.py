@@ -13,7 +13,7 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import check_chunk_key
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema
-from mysql_cdc.planner.splitter import avg_row_bytes, bounded_chunk_rows, split_table
+from mysql_cdc.planner.splitter import bounded_chunk_rows, split_table, table_stats
 from mysql_cdc.planner.validate import (
     check_cascades,
     check_lock_privilege,
@@ -139,15 +139,16 @@ def describe_now(profile: ConnectionProfile, opts: CdcOptions, table: TableId,
 
 
 def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[TableSchema],
-                  connector: Callable[[ConnectionProfile], Any] = connect) -> list[TablePlan]:
-    """Split tables already described (their chunk keys chosen, as :func:`describe_tables` gives them)."""
+                  connector: Callable[[ConnectionProfile], Any] = connect, slots: int = 1) -> list[TablePlan]:
+    """Split tables already described (their chunk keys chosen, as :func:`describe_tables` gives them), each
+    into chunks enough for ``slots`` tasks at once where it is big enough (:func:`.splitter.spread_rows`)."""
     conn = connector(profile)
     try:
         facts = server_facts(conn)
         plans = []
         for schema in schemas:
-            avg = avg_row_bytes(conn, schema, facts.flavor)
-            size = bounded_chunk_rows(opts, avg)
+            avg, rows = table_stats(conn, schema, facts.flavor)
+            size = bounded_chunk_rows(opts, avg, rows, slots)
             chunks = split_table(conn, schema, size, opts.split_factor_lower, opts.split_factor_upper)
             plans.append(TablePlan(schema, tuple(chunks), size, avg))
         return plans
@@ -156,9 +157,9 @@ def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[Ta
 
 
 def plan_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[str] | None = None,
-                connector: Callable[[ConnectionProfile], Any] = connect, binlog: bool = True
+                connector: Callable[[ConnectionProfile], Any] = connect, binlog: bool = True, slots: int = 1
                 ) -> tuple[ServerFacts, list[TablePlan]]:
     """Validate the server and split every matched table (``opts.tables`` patterns, or exact ``tables``);
-    ``binlog`` as :func:`describe_tables` takes it."""
+    ``binlog`` as :func:`describe_tables` takes it, ``slots`` as :func:`split_schemas`."""
     facts, schemas = describe_tables(profile, opts, tables, connector, binlog=binlog)
-    return facts, split_schemas(profile, opts, schemas, connector)
+    return facts, split_schemas(profile, opts, schemas, connector, slots)

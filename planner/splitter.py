@@ -83,20 +83,45 @@ def chunk_rows(chunk_size: int, avg_row_bytes: int) -> int:
     return max(1, min(rows, CHUNK_MAX_BYTES // avg_row_bytes))
 
 
-def bounded_chunk_rows(opts: Any, avg_row_bytes: int) -> int:
-    """Rows per chunk (:func:`chunk_rows`), and for a stream's batches of whole chunks no more than a batch may
-    hold: ``max_rows_per_batch`` rows, ``max_bytes_per_batch`` bytes of rows of the table's average length (a
-    table of 256 MB values: one row per chunk). ``chunk_size`` set by the user is kept.
+# a chunk cut smaller to spread a table over the session's task slots holds at least this much: a table under
+# 1 MiB a slot is read by fewer tasks, as a task's fixed cost (a connection, two watermarks) would outweigh it
+SPREAD_MIN_BYTES = 1 << 20
+
+
+def spread_rows(size: int, rows: int, avg_row_bytes: int, slots: int) -> int:
+    """Rows per chunk so that a table of ``rows`` rows (the server's estimate) makes at least one chunk per task
+    slot of the session: ``size`` cut to ``ceil(rows / slots)``, but not below :data:`SPREAD_MIN_BYTES` of rows.
+
+    >>> spread_rows(479_349, 200_000, 35, 2)   # 7 MB of rows, two slots: two chunks, not one
+    100000
+    >>> spread_rows(479_349, 200_000, 35, 16)  # sixteen slots: chunks of 1 MiB (7 chunks)
+    29959
+    >>> spread_rows(479_349, 20_000, 35, 2), spread_rows(8096, 0, 0, 8)  # small, or no statistics: as it was
+    (29959, 8096)
+    """
+    if slots <= 1 or rows <= 0 or avg_row_bytes <= 0:
+        return size
+    floor = max(1, SPREAD_MIN_BYTES // avg_row_bytes)
+    return max(1, min(size, max(-(-rows // slots), floor)))
+
+
+def bounded_chunk_rows(opts: Any, avg_row_bytes: int, rows: int = 0, slots: int = 1) -> int:
+    """Rows per chunk (:func:`chunk_rows`), spread over ``slots`` task slots (:func:`spread_rows`, for a table of
+    about ``rows`` rows), and for a stream's batches of whole chunks no more than a batch may hold:
+    ``max_rows_per_batch`` rows, ``max_bytes_per_batch`` bytes of rows of the table's average length (a table of
+    256 MB values: one row per chunk). ``chunk_size`` set by the user is kept.
 
     >>> from mysql_cdc.options import parse_options as opts
     >>> bounded_chunk_rows(opts({}), 35), bounded_chunk_rows(opts({"max_rows_per_batch": "200000"}), 35)
     (479349, 200000)
     >>> bounded_chunk_rows(opts({"max_bytes_per_batch": str(64 << 20)}), 256 << 20)
     1
+    >>> bounded_chunk_rows(opts({}), 35, rows=200_000, slots=4), bounded_chunk_rows(opts({"chunk_size": "9"}), 35)
+    (50000, 9)
     """
     if opts.chunk_size > 0:
         return int(opts.chunk_size)
-    size = chunk_rows(0, avg_row_bytes)
+    size = spread_rows(chunk_rows(0, avg_row_bytes), rows, avg_row_bytes, slots)
     if opts.max_rows_per_batch > 0:
         size = min(size, opts.max_rows_per_batch)
     if opts.max_bytes_per_batch > 0 and avg_row_bytes > 0:
@@ -104,19 +129,19 @@ def bounded_chunk_rows(opts: Any, avg_row_bytes: int) -> int:
     return max(1, size)
 
 
-def avg_row_bytes(conn: Any, schema: TableSchema, flavor: str) -> int:
-    """The server's average row length of the table (0 when it has none). MySQL 8+ caches these statistics
-    for a day by default; the session asks for fresh ones."""
+def table_stats(conn: Any, schema: TableSchema, flavor: str) -> tuple[int, int]:
+    """The server's average row length of the table and its estimated rows (0 when it has none). MySQL 8+
+    caches these statistics for a day by default; the session asks for fresh ones."""
     cur = conn.cursor()
     try:
         if flavor == "mysql":
             cur.execute("SET SESSION information_schema_stats_expiry = 0")
-        cur.execute("SELECT AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+        cur.execute("SELECT AVG_ROW_LENGTH, TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                     "TABLE_NAME = %s", (schema.table.database, schema.table.table))
         row = cur.fetchone()
     finally:
         cur.close()
-    return int(row[0] or 0) if row else 0
+    return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
 
 
 def exact_key_columns(schema: TableSchema) -> str:

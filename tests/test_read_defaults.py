@@ -26,7 +26,9 @@ from mysql_cdc.planner.splitter import (
     FALLBACK_CHUNK_ROWS,
     MAX_AUTO_CHUNK_ROWS,
     MIN_AUTO_CHUNK_ROWS,
+    SPREAD_MIN_BYTES,
     chunk_rows,
+    spread_rows,
 )
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.snapshot.reader import SnapshotReader
@@ -76,6 +78,21 @@ def test_chunks_are_dealt_once_each_in_plan_order(n_chunks: int, requested: int,
     assert not sizes or max(sizes) - min(sizes) <= 1
 
 
+@given(st.integers(min_value=1, max_value=10**6), st.integers(min_value=0, max_value=10**8),
+       st.integers(min_value=0, max_value=10**6), st.integers(min_value=1, max_value=512))
+def test_a_table_spreads_over_the_slots_in_chunks_of_a_mebibyte_at_least(size: int, rows: int, avg: int,
+                                                                            slots: int) -> None:
+    got = spread_rows(size, rows, avg, slots)
+    assert 1 <= got <= size
+    if rows and avg and slots > 1:
+        floor = max(1, SPREAD_MIN_BYTES // avg)
+        assert got >= min(size, floor)  # never under a mebibyte of rows, unless the size was
+        assert got <= max(-(-rows // slots), floor)  # a chunk per slot where the table holds a mebibyte a slot
+        assert spread_rows(size, rows, avg, slots + 1) <= got  # more slots: never longer chunks
+    else:
+        assert got == size
+
+
 # ---- real servers ----
 
 
@@ -118,6 +135,23 @@ def test_chunks_are_sized_by_bytes_by_default(profile: ConnectionProfile, db: st
     # an explicit size: 50,000 / 8,096 = 6.2 chunks; the even split counts rows by the optimizer's estimate,
     # which InnoDB refreshes in the background (a CI run once planned 6)
     assert len(explicit[0].chunks) in (6, 7)
+
+
+def test_a_table_of_a_few_mebibytes_spreads_over_the_sessions_task_slots(
+        classic_spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
+    """16 MiB chunks would read a 5 MB table in one task while the other slot idles: by default it makes a chunk
+    per slot of the session (local[2]: two), a table of less than 1 MiB a slot stays one chunk."""
+    _fill(root, "mid", 80_000, 12)
+    _fill(root, "small", 1_000, 12)
+    mysql_cdc.register(classic_spark, {"src": profile_url(profile)})
+    slots = classic_spark.sparkContext.defaultParallelism
+    assert slots == 2
+    df = classic_spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.mid").load()
+    assert df.rdd.getNumPartitions() == slots and df.count() == 80_000
+    assert len(plan_tables(profile, parse_options({"table": f"{db}.mid"}), [f"{db}.mid"], slots=slots)[1][0].chunks) \
+        >= slots
+    small = classic_spark.read.format("mysql_cdc").option("source", "src").option("table", f"{db}.small").load()
+    assert small.rdd.getNumPartitions() == 1 and small.count() == 1_000
 
 
 def test_the_next_chunk_is_read_ahead_but_recorded_after_its_rows(profile: ConnectionProfile, db: str, root: Any,

@@ -29,7 +29,8 @@ class MysqlCdcReader(DataSourceReader):
         self.profile = profile
         self.opts = opts
         self.parallelism = parallelism
-        self.facts, plans = plan_tables(profile, opts, [opts.table] if opts.table else None, binlog=False)
+        self.facts, plans = plan_tables(profile, opts, [opts.table] if opts.table else None, binlog=False,
+                                        slots=parallelism)
         # a recorded schema must be today's
         self.schemas = {p.schema.table: pinned_schema(opts, p.schema, snapshot=True) for p in plans}
         self.chunks: tuple[Chunk, ...] = ()

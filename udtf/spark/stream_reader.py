@@ -189,7 +189,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             raise StateError(f"the chunk plan of {str(missing[0])!r} is missing under {self.store.location!r}; the "
                              "state_dir must stay with the checkpoint")
         if missing:
-            for p in split_schemas(self.profile, self.opts, list(self._schemas_of(missing).values())):
+            for p in split_schemas(self.profile, self.opts, list(self._schemas_of(missing).values()),
+                                   slots=self.parallelism):
                 recorded[p.schema.table] = self.store.record_plan(p.schema.table, p.chunks, p.rows_per_chunk,
                                                                   p.avg_row_bytes)
         return [c for t in tables for c in recorded[t] or ()]
