@@ -229,7 +229,7 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        df.write.mode("overwrite" if ns.replace else "errorifexists").format(ns.format).save(ns.out)
+        write_output(spark, df, ns.out, ns.format, ns.replace)
     finally:
         stop.set()
         watcher.join(5)
@@ -239,6 +239,22 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
                   "rows/s)", final=True)
     spark.stop()
     return 0
+
+
+def write_output(spark: Any, df: Any, out: str, fmt: str, replace: bool) -> None:
+    """Write ``df`` to ``out``; if the write fails where nothing was, nothing is left there (Spark's committer
+    leaves an empty folder, which refused the next run: ``--out ... exists already``). Through Hadoop's
+    filesystem, so any path Spark writes is served; an output that was there before is never removed."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(out)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    was_there = fs.exists(path)
+    try:
+        df.write.mode("overwrite" if replace else "errorifexists").format(fmt).save(out)
+    except BaseException:
+        if not was_there:
+            with contextlib.suppress(Exception):  # the write's own error is the one to show
+                fs.delete(path, True)
+        raise
 
 
 def _binlog_lag(ns: argparse.Namespace, offset: dict[str, Any]) -> str:

@@ -362,6 +362,30 @@ def test_cli_progress_one_line_errors_and_existing_output(classic_spark: Any, in
         f"mysql-cdc: TableError: table '{db}.nosuch' does not exist or the capture user cannot see its columns"]
 
 
+def test_a_failed_snapshot_write_leaves_no_output_behind(classic_spark: Any, tmp_path: Any) -> None:
+    """A task that fails mid-write (here a UDF; on a cluster, a lost executor or a missing package) left an
+    empty --out, and the same command then refused it as existing. What was there before is kept."""
+    from pyspark.sql.functions import udf
+
+    from mysql_cdc.cli import write_output
+
+    @udf("long")
+    def fails_at_7(x: int) -> int:
+        if x == 7:
+            raise ValueError("a task fails")
+        return x
+
+    bad = classic_spark.range(10).select(fails_at_7("id").alias("v"))
+    out = str(tmp_path / "out")
+    with pytest.raises(Exception, match="a task fails"):
+        write_output(classic_spark, bad, out, "parquet", False)
+    assert not os.path.exists(out)
+    write_output(classic_spark, classic_spark.range(3), out, "parquet", False)
+    with pytest.raises(Exception, match="a task fails"):
+        write_output(classic_spark, bad, out, "parquet", True)
+    assert os.path.isdir(out)  # given with --replace: Spark's to overwrite, ours never to remove
+
+
 def test_cli_every_option_has_help() -> None:
     from mysql_cdc.cli import build_parser
 
