@@ -7,6 +7,10 @@
 #   MYSQL_CDC_CONNECT_BIND   address the gRPC port listens on; default 0.0.0.0 (see below)
 #   MYSQL_CDC_CONNECT_PORT   the gRPC port; default 15002 (Spark Connect's usual port)
 #   MYSQL_CDC_CORES          N in --master local[N]; default: the CPUs this process may use
+#   MYSQL_CDC_MASTER         a cluster's master instead of local mode (spark://host:7077, yarn, k8s://...)
+#   MYSQL_CDC_DRIVER_HOST    with MYSQL_CDC_MASTER: the address of this server the cluster's executors reach
+#                            (spark.driver.host; the stream's chunk reports come back to it too)
+#   MYSQL_CDC_UI             true or false: the Spark UI; default false in local mode, true with a cluster
 #   MYSQL_CDC_PROFILES_FILE  a mounted JSON file {"name": {"host": .., "port": .., "user": .., "password": ..}}
 #   MYSQL_CDC_PROFILE_<NAME> mysql://user:password@host:port      (profiles are never part of the image)
 #   SPARK_CONNECT_AUTHENTICATE_TOKEN_FILE  optional file holding a pre-shared token clients must present
@@ -28,11 +32,22 @@ bind="${MYSQL_CDC_CONNECT_BIND:-0.0.0.0}"
 port="${MYSQL_CDC_CONNECT_PORT:-15002}"
 cores="${MYSQL_CDC_CORES:-$(nproc)}"
 work="${MYSQL_CDC_WORK_DIR:-/var/lib/mysql-cdc}"
+master="${MYSQL_CDC_MASTER:-}"
+driver_host="${MYSQL_CDC_DRIVER_HOST:-}"
 
 die() { echo "start-connect.sh: $*" >&2; exit 64; }
 [ "$(id -u)" != 0 ] || die "refusing to run as root: run as the image's user 'spark' (uid $(id -u spark 2>/dev/null || echo 185))"
 [[ "$port" =~ ^[0-9]+$ ]] || die "MYSQL_CDC_CONNECT_PORT must be a number, got '$port'"
 [[ "$cores" =~ ^[1-9][0-9]*$ ]] || die "MYSQL_CDC_CORES must be a positive number, got '$cores'"
+if [ -n "$master" ]; then
+  [[ "$master" != local* ]] || die "MYSQL_CDC_MASTER=$master is local mode: leave it unset and set MYSQL_CDC_CORES"
+  [ -n "$driver_host" ] || die "MYSQL_CDC_MASTER=$master needs MYSQL_CDC_DRIVER_HOST: the address of this server that the cluster's executors reach (a container's own address, or the host's with --network host)"
+  ui="${MYSQL_CDC_UI:-true}"
+else
+  [ -z "$driver_host" ] || die "MYSQL_CDC_DRIVER_HOST is for a cluster (MYSQL_CDC_MASTER): in local mode the executors are in this process"
+  ui="${MYSQL_CDC_UI:-false}"
+fi
+[[ "$ui" =~ ^(true|false)$ ]] || die "MYSQL_CDC_UI must be true or false, got '$ui'"
 if [ -n "${MYSQL_CDC_PROFILES_FILE:-}" ] && [ ! -r "$MYSQL_CDC_PROFILES_FILE" ]; then
   die "MYSQL_CDC_PROFILES_FILE=$MYSQL_CDC_PROFILES_FILE is not readable by $(id -un) (uid $(id -u)): mount it and give that uid read access"
 fi
@@ -54,15 +69,20 @@ mkdir -p "$SPARK_LOG_DIR"
 cd "$work"
 
 # local mode: the driver's own RPC and block manager stay on the loopback (no executor connects from
-# elsewhere); the UI is off (it would open another port on every interface).
+# elsewhere); the UI is off unless asked (it opens another port on every interface). With a cluster: the driver
+# listens on every interface and tells executors MYSQL_CDC_DRIVER_HOST; the UI is on unless asked.
+if [ -n "$master" ]; then
+  placement=(--master "$master" --conf spark.driver.bindAddress=0.0.0.0 --conf "spark.driver.host=$driver_host")
+else
+  placement=(--master "local[$cores]" --conf spark.driver.bindAddress=127.0.0.1 --conf spark.driver.host=127.0.0.1)
+fi
 # what sbin/start-connect-server.sh does (pyspark 4.3 has that script; 4.0 to 4.2 only spark-daemon.sh and the jar)
 export SPARK_CONNECT_MODE=0
 "$SPARK_HOME/sbin/spark-daemon.sh" submit org.apache.spark.sql.connect.service.SparkConnectServer 1 \
-  --name "Spark Connect server" --master "local[$cores]" \
+  --name "Spark Connect server" "${placement[@]}" \
   --conf "spark.connect.grpc.binding.address=$bind" \
   --conf "spark.connect.grpc.binding.port=$port" \
-  --conf spark.driver.bindAddress=127.0.0.1 --conf spark.driver.host=127.0.0.1 \
-  --conf spark.ui.enabled=false \
+  --conf "spark.ui.enabled=$ui" \
   "$@" &
 server=$!
 # spark-daemon.sh keeps a shell between us and the JVM even in the foreground. A stop signal goes to the

@@ -223,3 +223,24 @@ def _applied(spark: Any, out: str, state: str, db: str, t: str) -> collections.C
         else:
             table[tuple(r[:n])] = r[n]
     return collections.Counter((*k, v) for k, v in table.items())
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ({"MYSQL_CDC_MASTER": "spark://m:7077"}, "needs MYSQL_CDC_DRIVER_HOST: the address of this server that the "
+                                            "cluster's executors reach"),
+    ({"MYSQL_CDC_MASTER": "local[2]"}, "is local mode: leave it unset and set MYSQL_CDC_CORES"),
+    ({"MYSQL_CDC_DRIVER_HOST": "10.0.0.5"}, "MYSQL_CDC_DRIVER_HOST is for a cluster (MYSQL_CDC_MASTER)"),
+    ({"MYSQL_CDC_MASTER": "spark://m:7077", "MYSQL_CDC_DRIVER_HOST": "10.0.0.5", "MYSQL_CDC_UI": "yes"},
+     "MYSQL_CDC_UI must be true or false, got 'yes'")])
+def test_the_connect_launcher_takes_a_cluster_and_its_driver_host_or_says_what_is_missing(
+        env: dict[str, str], said: str) -> None:
+    """The image's launcher (docker/start-connect.sh) pinned local mode and spark.driver.host=127.0.0.1, which
+    executors on other hosts cannot reach; MYSQL_CDC_MASTER and MYSQL_CDC_DRIVER_HOST place it on a cluster.
+    A setting that cannot work stops it with one line before Spark starts (run as an unprivileged user, as the
+    image runs it)."""
+    script = os.path.join(ROOT, "docker", "start-connect.sh")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", script],
+                       env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True, timeout=30)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 64 and len(lines) == 1 and lines[0].startswith("start-connect.sh: "), r.stderr
+    assert said in lines[0], lines[0]
