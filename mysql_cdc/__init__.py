@@ -143,13 +143,15 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     merged = {**SYNC_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
     opts = parse_options(merged)
     registered = _profiles(profiles)
-    profile = resolve_profile(opts, registered)
-    check_server_id_claims(profile, opts)
-    _, current = describe_tables(profile, opts)
-    # a table's mirror has the columns the capture recorded (its rows come with them), not a later ALTER's
-    store = StateStore(state_dir) if not remote else None
-    schemas = [(store.schema(s.table) if store is not None else None) or s for s in current]
-    check_tables(schemas)
+    schemas: list[Any] | None = None
+    if not remote:  # a Connect client needs no profile and no connection: the server describes the tables
+        profile = resolve_profile(opts, registered)
+        check_server_id_claims(profile, opts)
+        _, current = describe_tables(profile, opts)
+        # a table's mirror has the columns the capture recorded (its rows come with them), not a later ALTER's
+        store = StateStore(state_dir)
+        schemas = [store.schema(s.table) or s for s in current]
+        check_tables(schemas)
     register(spark, profiles)
     trigger = once_trigger() if once else {"processingTime": f"{trigger_seconds} seconds"}
     if once:

@@ -222,6 +222,8 @@ def plugin_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     """A Spark Connect server with the plugin installed in its Python (streaming needs it: Spark 4.3 streaming
     queries do not see session artifacts)."""
     srv = ConnectServer(tmp_path_factory.mktemp("connect-plugin"), with_repo=True)
+    # profiles only this server knows (tests write the file; the server reads it when a query names one)
+    srv.env["MYSQL_CDC_PROFILES_FILE"] = str(srv.work / "profiles.json")
     try:
         srv.start()
         yield srv

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -391,11 +392,19 @@ def test_sync_over_spark_connect_mirrors_the_tables(
         request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
         tmp_path: Any) -> None:
     """The same job from a Spark Connect client: the batch function runs in the server's Python (which has the
-    package and deltalake), the Delta tables are written there."""
+    package and deltalake), the Delta tables are written there. The second run names a profile only the server
+    knows: the client neither resolves it nor connects to the database."""
     from tests.test_streaming import _session
 
     _make(root)
     spark, remote = _session("connect", request)
+    server_profiles = Path(request.getfixturevalue("plugin_connect").env["MYSQL_CDC_PROFILES_FILE"])
+    fd = os.open(server_profiles.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"server_only": {"host": info.host, "port": info.port, "user": info.user,
+                                   "password": info.password}}, f)
+    os.replace(server_profiles.with_suffix(".tmp"), server_profiles)
+    assert "MYSQL_CDC_PROFILES_FILE" not in os.environ and "MYSQL_CDC_PROFILE_SERVER_ONLY" not in os.environ
     to = str(tmp_path / "lake")
     some = ["t01_int", "t03_ci", "t04_comp", "t06_dt"]
     try:
@@ -405,9 +414,10 @@ def test_sync_over_spark_connect_mirrors_the_tables(
                                source="src", profiles={"src": profile_url(profile)}, chunk_size=200)
             assert q.awaitTermination(600), "the availableNow sync did not end"
             assert q.exception() is None, q.exception()
+        root.cursor().execute("UPDATE t01_int SET v = v + 1 ORDER BY id LIMIT 5")
         q = mysql_cdc.sync(spark, once=True, to=to, checkpoint=str(tmp_path / "ck"),
                            state_dir=str(tmp_path / "state"), tables=",".join(f"{db}[.]{t}" for t in some),
-                           source="src", profiles={"src": profile_url(profile)}, chunk_size=200)
+                           source="server_only", chunk_size=200)
         assert q.awaitTermination(300) and q.exception() is None, q.exception()
         assert _check_mirror(info, db, to, some) >= len(some)
     finally:

@@ -89,13 +89,12 @@ class SyncBatches:
     split by table, typed again with the schema the capture recorded, and merged into that table's mirror."""
 
     def __init__(self, mirror: DeltaMirror, state_dir: str, checkpoint: str,
-                 on_batch: Callable[[BatchStats], None] | None = None,
-                 prepare: list[TableSchema] | None = None) -> None:
+                 on_batch: Callable[[BatchStats], None] | None = None, prepare: bool = False) -> None:
         self.mirror = mirror
         self.state_dir = state_dir
         self.checkpoint = checkpoint
         self.on_batch = on_batch
-        self._prepare = prepare  # tables to create or check where the batches run, before the first is read
+        self._prepare = prepare  # create or check the tables where the batches run, before the first is read
         self._app_id: str | None = None
         self._ignored: set[TableId] = set()
         self._locks: list[SyncLock] = []
@@ -107,11 +106,13 @@ class SyncBatches:
             # process, which is the query's)
             tighten_umask()
             self._locks = hold_sync_locks(self.state_dir, self.mirror.root)
-            # the columns the capture recorded where it has (the client could not read them): a mirror follows
-            # a later ALTER when the stream comes to it, not before
-            store = StateStore(self.state_dir)
-            self.mirror.prepare([store.schema(s.table) or s for s in self._prepare])
-            self._prepare = None
+            # the tables the capture holds, with the columns it recorded when it planned them (before this
+            # first batch): the client neither connects nor describes; a mirror follows a later ALTER when the
+            # stream comes to it, not before
+            schemas = captured_schemas(StateStore(self.state_dir))
+            check_tables(schemas)
+            self.mirror.prepare(schemas)
+            self._prepare = False
         if self._app_id is None:
             self._app_id = query_app_id(self.checkpoint)
         stats = BatchStats(batch_id)
@@ -183,22 +184,41 @@ class SyncBatches:
                 stats.last_commit = max(stats.last_commit or 0.0, ts.timestamp())
 
 
-def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema], to: str, checkpoint: str,
+def captured_schemas(store: StateStore) -> list[TableSchema]:
+    """The schemas the capture recorded for the tables it holds now: every round's tables, less those a
+    round took out (dropped)."""
+    held: dict[TableId, None] = {}
+    for rnd in store.rounds():
+        for t in rnd.tables:
+            held[t] = None
+        for t in rnd.dropped:
+            held.pop(t, None)
+    out = []
+    for t in held:
+        schema = store.schema(t)
+        if schema is None:
+            raise StateError(f"the schema of {str(t)!r} is missing under {store.location!r}; the state_dir must stay "
+                             "with the checkpoint")
+        out.append(schema)
+    return out
+
+
+def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema] | None, to: str, checkpoint: str,
                reader_options: Mapping[str, str], trigger: Mapping[str, Any],
                on_batch: Callable[[BatchStats], None] | None = None, remote: bool = False) -> Any:
     """Create or check the mirror tables of ``schemas``, then start the streaming query; returns it. From a Spark
-    Connect client (``remote``) the batch function runs in the server, whose file system holds the target: the
-    tables are created or checked there, before the first batch's rows are read (here, only their keys)."""
+    Connect client (``remote``, no ``schemas``) the batch function runs in the server, whose file system holds
+    the target, and whose stream described the tables: they are created or checked there from what the
+    capture recorded (:func:`captured_schemas`), before the first batch's rows are read."""
     if not opts.state_dir:
         raise ConfigError("the sync job needs a state_dir (the capture's chunk plan, watermarks and schemas)")
     mirror = DeltaMirror(to, opts, opts.state_dir)
-    if remote:
-        check_tables(schemas)
-    else:
+    if not remote:
+        assert schemas is not None
         mirror.prepare(schemas)
     reader = spark.readStream.format("mysql_cdc")
     for k, v in reader_options.items():
         reader = reader.option(k, v)
-    handler = SyncBatches(mirror, opts.state_dir, checkpoint, on_batch, prepare=schemas if remote else None)
+    handler = SyncBatches(mirror, opts.state_dir, checkpoint, on_batch, prepare=remote)
     return (reader.load().writeStream.foreachBatch(handler).option("checkpointLocation", checkpoint)
             .trigger(**trigger).start())
