@@ -139,10 +139,11 @@ def s3_settings(env: Any) -> dict[str, Any]:
     return out
 
 
-def parse_location(given: str, what: str = "state dir") -> Location:
+def parse_location(given: str, what: str = "state dir", here: bool = True) -> Location:
     """Which filesystem serves ``given`` and the path it takes there (the table in the module's docstring).
-    Pure but for one look at whether ``/dbfs`` exists. Refuses, naming the scheme and what is served, anything
-    else: nothing is ever created under a local folder named like a URI.
+    Pure but for one look at whether ``/dbfs`` exists (``here=False``: the location is another machine's, a
+    Spark Connect server's, and is not looked at). Refuses, naming the scheme and what is served, anything else:
+    nothing is ever created under a local folder named like a URI.
 
     >>> az = parse_location("abfss://c@acct.dfs.core.windows.net/cdc/s")
     >>> az.kind, az.path, az.authority
@@ -165,7 +166,7 @@ def parse_location(given: str, what: str = "state dir") -> Location:
     if scheme == "dbfs":
         if parts.netloc:
             raise ConfigError(f"{what} {given!r}: write a DBFS path as dbfs:/<path> (one slash)")
-        if not os.path.isdir(DBFS_MOUNT):
+        if here and not os.path.isdir(DBFS_MOUNT):
             raise ConfigError(f"{what} {given!r} is on DBFS, which is mounted on Databricks clusters only "
                               f"({DBFS_MOUNT} is not here): give a Unity Catalog volume (/Volumes/...), an object "
                               "store URI (s3://, abfss://, gs://) or a local path")

@@ -191,3 +191,14 @@ def test_the_sync_and_the_data_source_keep_their_state_on_s3(s3: S3Server, info:
     assert "up to date at binlog" in second.stdout, second.stdout
     assert _equal(info, db, str(tmp_path / "lake"))
     assert os.listdir(cwd) == []  # nothing local named like the URI
+
+
+def test_a_connect_clients_paths_are_the_servers(tmp_path: Path) -> None:
+    """From a Spark Connect client the paths are the server's: a dbfs:/ path is not refused for the client's
+    own lack of Databricks' mount, a relative one is (the server's working directory is not the client's)."""
+    assert check_sync_paths("dbfs:/lake", "dbfs:/_sync/ck", "s3a://lake/state", remote=True) == (
+        "dbfs:/lake", "dbfs:/_sync/ck", "s3a://lake/state")
+    with pytest.raises(ConfigError, match="mounted on Databricks clusters only"):
+        check_sync_paths("dbfs:/lake", str(tmp_path / "ck"), str(tmp_path / "state"))
+    with pytest.raises(ConfigError, match="must be absolute: the Spark Connect server resolves it"):
+        check_sync_paths("lake", "/srv/ck", "/srv/state", remote=True)

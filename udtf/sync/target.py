@@ -20,7 +20,7 @@ from mysql_cdc.state.store import make_dirs
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
 
-def local_path(what: str, path: str) -> str:
+def local_path(what: str, path: str, here: bool = True) -> str:
     """The mirror's target: not empty, and a local path (a mounted volume, ``/Volumes/...`` or, on Databricks,
     ``dbfs:/``) that delta-rs writes path tables in; the path it names. Nothing is created here.
 
@@ -31,7 +31,7 @@ def local_path(what: str, path: str) -> str:
     ...
     mysql_cdc.errors.ConfigError: to 's3a://b/lake' must be a local path: the sync writes its Delta tables with ...
     """
-    loc = parse_location(path, what)
+    loc = parse_location(path, what, here)
     if not loc.local:
         raise ConfigError(f"{what} {path!r} must be a local path: the sync writes its Delta tables with delta-rs in "
                           "the driver, on its disk or a mounted volume; keep the state_dir and checkpoint on the "
@@ -71,8 +71,8 @@ def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool =
     :func:`.mirror.table_path`), and ``to`` not inside either. Returns them absolute (from a client, or a URI:
     as given)."""
     given = {"to": to, "checkpoint": checkpoint, "state_dir": state_dir}
-    local_path("to", to)
-    locs = {what: parse_location(path, what) for what, path in given.items()}
+    local_path("to", to, here=not remote)
+    locs = {what: parse_location(path, what, here=not remote) for what, path in given.items()}
     for what, path in given.items():
         if remote and locs[what].local and not os.path.isabs(path) and not _SCHEME.match(path):
             raise ConfigError(f"{what} {path!r} must be absolute: the Spark Connect server resolves it, in its own "
