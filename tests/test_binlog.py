@@ -5,6 +5,9 @@ when its chunk's high watermark does not already include it: never missing, neve
 from __future__ import annotations
 
 import contextlib
+import re
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -221,6 +224,41 @@ def test_reading_up_to_an_end_then_on_from_it_loses_and_repeats_nothing(
     assert len({(c.file, c.pos, c.row) for c in changes}) == len(changes), "a change came out twice"
     assert Counter(ch.values for ch in changes if ch.op == "+I") == Counter((5001 + 2 * i, m.rows[5001 + 2 * i])
                                                                            for i in range(4))
+
+
+def test_a_read_the_server_ends_short_of_its_end_reads_on_and_never_returns_short(
+        info: Any, profile: ConnectionProfile, db: str, root: Any, table: Model) -> None:
+    """A read ends where its range ends, not where the server's stream stopped: the server sends what it has
+    made readable and then ends a non-blocking read, and the read returned there, short of an end the server had
+    reported (what lay between was never read: a mirror one change behind). Here the end lies past what the
+    server has written: the read waits for the write that comes a second later and delivers it; an end that
+    never comes is one clear error, not a short read."""
+    facts, _ = plan_tables(profile, parse_options({"tables": f"{db}\\.t"}))
+    here = server_end(profile, facts)
+    tables = {TableId(db, "t")}
+
+    def write_later() -> None:
+        time.sleep(1.0)
+        conn = info.connect(root=True, database=db)
+        conn.cursor().execute("INSERT INTO t (id, v) VALUES (9001, 77)")
+        conn.close()
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    try:
+        with claimed_server_id(profile, range(7201, 7203)) as sid:
+            got = [r for txn in read_transactions(profile, sid, here, tables, flavor=facts.flavor, auto_position=False,
+                                                  end=BinlogOffset(here.file, here.pos + 1)) for r in txn.rows]
+    finally:
+        writer.join()
+    assert [(r.op, r.after) for r in got] == [("insert", {"id": 9001, "v": 77})], got
+    after = server_end(profile, facts)
+    never = BinlogOffset(after.file, after.pos + 10_000)
+    with claimed_server_id(profile, range(7201, 7203)) as sid, pytest.raises(
+            BinlogError, match=rf"binlog ends at {re.escape(after.file)}:{after.pos}, before this read's end "
+                               rf".*:{never.pos}, and did not reach it within 2 s"):
+        list(read_transactions(profile, sid, after, tables, flavor=facts.flavor, auto_position=False, end=never,
+                               wait_for_end=2.0))
 
 
 def test_ddl_on_a_captured_table_stops_with_the_table_and_position(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -161,6 +162,7 @@ class TransactionReader:
                 self.file = event.next_binlog
                 continue
             if self._past_end(event, pos):
+                self.done = True
                 return
             if isinstance(event, ev.unknown):
                 self.on_unknown(event, pos)
@@ -350,6 +352,12 @@ class TransactionReader:
         return (BinlogRow(s, t, "delete", img, None, file, pos, gtid, ts, start, i) for i, img in enumerate(images))
 
 
+# how long a read waits for a server that ended its stream before the read's end to make the rest readable:
+# the end was the server's own (a watermark, the binlog end it reported), so this passes only if its binlog was
+# reset or it is another server
+END_WAIT_SECONDS = 30.0
+
+
 def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogOffset, tables: set[TableId], *,
                       flavor: str, auto_position: bool, end: BinlogOffset | None = None,
                       on_schema_change: Callable[[SchemaChange], None] | None = None,
@@ -359,7 +367,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                       server_version: tuple[int, int, int] | None = None,
                       allow_statement_writes: bool = False, xa_pending: Sequence[PendingXa] = (),
                       xa_search: bool = True,
-                      claim: Callable[[], AbstractContextManager[int]] | None = None) -> Iterator[Transaction]:
+                      claim: Callable[[], AbstractContextManager[int]] | None = None,
+                      wait_for_end: float = END_WAIT_SECONDS) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
 
     From ``start.file``/``start.pos`` (a transaction boundary), or with ``auto_position`` by GTID
@@ -385,6 +394,10 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
       before ``start`` and still open there are read first from ``xa_pending``; one committed here whose
       prepare is in neither is looked for in the binlog before (:func:`find_prepared`, under a server id from
       ``claim``; with ``xa_search`` False, such a commit delivers nothing: a read that looks for one prepare).
+
+    A read with an ``end`` reads up to it: when the server ends the stream short of it (it sends what it has
+    made readable, :func:`short_of`), the read goes on from there, for up to ``wait_for_end`` seconds, then stops
+    with :class:`BinlogError`; it never returns short of its range.
 
     The events are framed by :class:`TransactionReader`."""
     from pymysqlreplication import BinLogStreamReader
@@ -424,13 +437,49 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                                                                claim=claim, **common)
                                if xa_search else lambda xid, at: [])
     try:
-        yield from reader.transactions(stream)
+        waited_since, tries = None, 0
+        while True:
+            yield from reader.transactions(stream)
+            reached = short_of(stream, end) if end is not None and not reader.done else None
+            if reached is None:
+                break
+            # the server ended the read (its non-blocking dump sends what it has made readable) before ``end``,
+            # which it reported earlier: read on from there once it has, never return short of the range
+            now = time.monotonic()
+            waited_since = waited_since or now
+            if now - waited_since > wait_for_end:
+                assert end is not None
+                raise BinlogError(f"the server's binlog ends at {reached.file}:{reached.pos}, before this read's "
+                                  f"end {end.file}:{end.pos}, and did not reach it within {wait_for_end:.0f} s (was "
+                                  "the binlog reset, or the server replaced by another?): take a new snapshot")
+            time.sleep(min(1.0, 0.05 * 2 ** tries))
+            tries += 1
     except BinlogError:
         raise
     except Exception as e:
         raise _unreadable_start(e, start) from None
     finally:
         stream.close()
+
+
+def short_of(stream: Any, end: BinlogOffset) -> BinlogOffset | None:
+    """Where a binlog stream that ended stands when that is before ``end`` (``None``: at or past it, or not
+    known). The library keeps the file and the end of the last event it received, of every kind (also those
+    it filtered out: the format description and GTID list events at a file's start), so a stream that read
+    up to ``end`` stands at or past it.
+
+    >>> from types import SimpleNamespace as S
+    >>> short_of(S(log_file="b.000002", log_pos=900), BinlogOffset("b.000002", 1200))
+    BinlogOffset(file='b.000002', pos=900, gtids=None, kind='position')
+    >>> short_of(S(log_file="b.000002", log_pos=1200), BinlogOffset("b.000002", 1200)), short_of(S(log_file=None,
+    ...     log_pos=None), BinlogOffset("b.000002", 4))
+    (None, None)
+    """
+    file, pos = getattr(stream, "log_file", None), getattr(stream, "log_pos", None)
+    if not file or pos is None:
+        return None
+    reached = BinlogOffset(str(file), int(pos))
+    return reached if reached.position_key() < end.position_key() else None
 
 
 def _held(profile: ConnectionProfile, server_id: int, xid: Xid, start: BinlogOffset, end: BinlogOffset | None,
