@@ -19,23 +19,15 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-py="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  "$py" -m venv .venv
-fi
-stamp=.venv/.deps-$(sha256sum pyproject.toml | cut -c1-16)
-if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  deps=$(.venv/bin/python - <<'PY'
+source scripts/venv.sh
+deps=$(python3 - <<'PY'
 import tomllib
 p = tomllib.load(open("pyproject.toml", "rb"))["project"]
 x = p["optional-dependencies"]
-print("\n".join(p["dependencies"] + [d for k in ("spark", "fast", "test", "bench", "delta") for d in x[k]]))
+print("\n".join(p["dependencies"] + [d for k in ("spark", "fast", "test", "s3", "bench", "delta") for d in x[k]]))
 PY
 )
-  mapfile -t reqs <<<"$deps"
-  .venv/bin/python -m pip install -q "${reqs[@]}"
-  touch "$stamp"
-fi
+mapfile -t reqs <<<"$deps"
+make_venv .venv main "${reqs[@]}"
 bash scripts/provision_mysql.sh
 bash scripts/setup_spark_versions.sh

@@ -8,7 +8,6 @@
 # which register() must refuse with one clear error (tests/test_packaging.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py="${PYTHON:-python3}"
 versions="${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}"
 deps() {  # the project's dependencies for the extras given, with pyspark pinned to $1
   .venv/bin/python - "$@" <<'PY'
@@ -20,16 +19,7 @@ reqs = p["dependencies"] + [d for k in extras for d in x[k]]
 print("\n".join(f"pyspark[connect]=={spark}" if r.startswith("pyspark") else r for r in reqs))
 PY
 }
-make_venv() {  # venv, stamp text, requirements...
-  local venv="$1" tag="$2"; shift 2
-  local stamp="$venv/.deps-$(printf '%s %s' "$tag" "$(sha256sum pyproject.toml)" | sha256sum | cut -c1-16)"
-  [ -f "$stamp" ] && return 0
-  echo "installing $venv"
-  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "$@"
-  touch "$stamp"
-}
+source scripts/venv.sh
 for pair in $versions; do
   server="${pair%%:*}" client="${pair##*:}"
   mapfile -t reqs < <(deps "$server" spark fast test delta)

@@ -252,10 +252,42 @@ def _cli(args: list[str], env_url: str, cwd: Any, timeout: float = 240) -> subpr
                           text=True, timeout=timeout)
 
 
+@pytest.mark.parametrize("server", ["mariadb"], indirect=True)  # Spark's memory, not the server's: one server
+def test_too_little_driver_memory_is_one_line_with_the_fix(info: ServerInfo, db: str, root: Any,
+                                                           tmp_path: Any) -> None:
+    """A driver too small to start, and one a 160 MB value runs out of: one line each, naming --driver-memory."""
+    _make(root, rows=100)
+    url = f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"
+    job = ["sync", "--source", "src", "--tables", f"{db}[.](a|b|c)", "--to", str(tmp_path / "lake"),
+           "--checkpoint", str(tmp_path / "ck"), "--state-dir", str(tmp_path / "state"), "--master", "local[2]"]
+    conn = info.connect(root=True)
+    conn.cursor().execute("SET GLOBAL max_allowed_packet = 1073741824")  # a 160 MB value (new sessions see it)
+    conn.close()
+    big = info.connect(root=True, database=db)
+    big.autocommit(True)
+    big.cursor().execute("CREATE TABLE big (id INT PRIMARY KEY, payload LONGBLOB NOT NULL)")
+    big.cursor().execute("INSERT INTO big VALUES (1, REPEAT('x', 160 << 20))")
+    big.close()
+    cases = [
+        ([*job, "--once", "--driver-memory", "300m"], "the Spark driver has too little memory (300 MiB"),
+        # a 160 MB value in a 600 MB driver: its heap runs out in the task, the JVM dies, and the threads of the
+        # driver's Python print their tracebacks; the cause is in Spark's log
+        ([*job[:3], "--tables", f"{db}[.]big", "--to", str(tmp_path / "lake-big"), "--checkpoint",
+          str(tmp_path / "ck-big"), "--state-dir", str(tmp_path / "state-big"), "--master", "local[2]", "--once",
+          "--driver-memory", "600m"], "the Spark driver ran out of memory"),
+    ]
+    for args, cause in cases:
+        r = _cli(args, url, tmp_path)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode in (1, 2) and len(lines) == 1, (args, r.stderr[-3000:])
+        assert lines[0].startswith(f"mysql-cdc: {cause}") and "--driver-memory" in lines[0], lines[0]
+        assert info.password not in r.stderr and "Traceback" not in r.stdout + r.stderr
+
+
 def test_a_broken_mirror_says_why_in_one_line(info: ServerInfo, db: str, root: Any, tmp_path: Any) -> None:
     """README's mirror broken as a new user breaks it (wrong password, a stopped server, a missing grant, a bad
-    table name, too little memory): one line each on stderr, the cause and the fix, no trace; then the same
-    job run to its end, run again with nothing to do, and stopped with Ctrl-C."""
+    table name; too little memory: the test above): one line each on stderr, the cause and the fix, no trace;
+    then the same job run to its end, run again with nothing to do, and stopped with Ctrl-C."""
     from tests.conftest import _free_port
 
     _make(root, rows=100)
@@ -266,12 +298,6 @@ def test_a_broken_mirror_says_why_in_one_line(info: ServerInfo, db: str, root: A
     cur = conn.cursor()
     cur.execute("CREATE USER IF NOT EXISTS 'noslave'@'%' IDENTIFIED BY 'No-slave-1'")
     cur.execute("GRANT SELECT, REPLICATION CLIENT ON *.* TO 'noslave'@'%'")
-    cur.execute("SET GLOBAL max_allowed_packet = 1073741824")  # a 160 MB value (new sessions see it)
-    big = info.connect(root=True, database=db)
-    big.autocommit(True)
-    big.cursor().execute("CREATE TABLE big (id INT PRIMARY KEY, payload LONGBLOB NOT NULL)")
-    big.cursor().execute("INSERT INTO big VALUES (1, REPEAT('x', 160 << 20))")
-    big.close()
     try:
         cases = [
             (job, url.replace(info.password, "wrong-Pw-9"), "ConnectError: login refused", "wrong user or password"),
@@ -281,13 +307,6 @@ def test_a_broken_mirror_says_why_in_one_line(info: ServerInfo, db: str, root: A
              "REPLICATION SLAVE", "GRANT REPLICATION SLAVE ON *.* TO the user"),
             ([*job[:3], "--tables", f"{db}[.]nosuch", *job[5:]], url, "TableError: the table pattern(s)",
              "match no table the capture user can see"),
-            ([*job, "--once", "--driver-memory", "300m"], url, "the Spark driver has too little memory (300 MiB",
-             "--driver-memory"),
-            # a 160 MB value in a 600 MB driver: its heap runs out in the task, the JVM dies, and the threads of
-            # the driver's Python print their tracebacks; the cause is in Spark's log
-            ([*job[:3], "--tables", f"{db}[.]big", "--to", str(tmp_path / "lake-big"), "--checkpoint",
-              str(tmp_path / "ck-big"), "--state-dir", str(tmp_path / "state-big"), "--master", "local[2]",
-              "--once", "--driver-memory", "600m"], url, "the Spark driver ran out of memory", "--driver-memory"),
         ]
         for args, env_url, cause, fix in cases:
             r = _cli(args, env_url, tmp_path)

@@ -31,6 +31,8 @@ def local_path(what: str, path: str, here: bool = True) -> str:
     ...
     mysql_cdc.errors.ConfigError: to 's3a://b/lake' must be a local path: the sync writes its Delta tables with ...
     """
+    if not path or not path.strip():
+        raise ConfigError(f"{what} is empty: give a directory (an empty one would be the working directory)")
     loc = parse_location(path, what, here)
     if not loc.local:
         raise ConfigError(f"{what} {path!r} must be a local path: the sync writes its Delta tables with delta-rs in "
