@@ -175,6 +175,12 @@ def parse_location(given: str, what: str = "state dir", here: bool = True) -> Lo
     if kind is None:
         raise ConfigError(f"{what} {given!r} names the scheme {scheme!r}, which is not served: give one of "
                           f"{', '.join(SERVED)}")
+    user, at, host = parts.netloc.rpartition("@")
+    if at and (":" in user or kind in ("s3", "gcs")):  # a bucket name has no "@"; abfss' is container@account
+        shown = f"{scheme}://...@{host}{parts.path}"  # never the credentials themselves
+        raise ConfigError(f"{what} {shown!r} carries credentials in the URI, which are never taken (they would "
+                          "show in errors, logs and the state): give them as the store's own tools take them "
+                          "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or an instance role for S3)")
     if not parts.netloc and kind != "hdfs":
         raise ConfigError(f"{what} {given!r} names no bucket or container: write it as "
                           f"{scheme}://<bucket>/<path>")

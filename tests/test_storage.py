@@ -67,6 +67,10 @@ def test_stores_by_their_uris() -> None:
                          ("", "is empty")):
         with pytest.raises(ConfigError, match=message):
             parse_location(bad)
+    for secret in ("s3a://AKIAXX:s3cr3t-Key@lake/state", "hdfs://u:s3cr3t-Key@nn:8020/x", "gs://tok@b/x"):
+        with pytest.raises(ConfigError, match="carries credentials in the URI") as e:
+            parse_location(secret)
+        assert "s3cr3t" not in str(e.value) and "AKIAXX" not in str(e.value) and "tok@" not in str(e.value)
 
 
 def _rec(table: TableId, index: int, pos: int) -> ChunkRecord:
