@@ -31,9 +31,10 @@ make_venv() {
     fi
     rm -f "$venv"
     ln -s "$target" "$venv"
-    # the two newest builds of this folder are kept (a checkout of the previous pyproject.toml still finds its own)
-    find "$cache" -maxdepth 1 -name "$base-*" -type d -printf '%T@ %p\n' | sort -rn | tail -n +3 | cut -d' ' -f2- |
-      while read -r old; do rm -rf "$old"; done
+    # this build and the newest other build of this folder are kept (a checkout of the previous pyproject.toml
+    # still finds its own); the name is matched whole: "venv" must not match "venv-spark-4.0.5"
+    find "$cache" -maxdepth 1 -type d -name "$base-????????????????" ! -path "$target" -printf '%T@ %p\n' |
+      sort -rn | tail -n +2 | cut -d' ' -f2- | while read -r old; do rm -rf "$old"; done
     return 0
   fi
   echo "installing $venv"
