@@ -53,7 +53,7 @@ from mysql_cdc.errors import ConfigError, StateError
 
 Kind = Literal["local", "s3", "gcs", "azure", "hdfs"]
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")  # a URI's scheme (a drive letter on Windows too)
 _KINDS: dict[str, Kind] = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gcs", "gcs": "gcs", "abfs": "azure",
                            "abfss": "azure", "hdfs": "hdfs", "viewfs": "hdfs"}
 SERVED = ("a local path", "file:", "s3://", "s3a://", "gs://", "abfss://", "hdfs://", "dbfs:/ (on Databricks)",
@@ -153,7 +153,7 @@ def parse_location(given: str, what: str = "state dir", here: bool = True) -> Lo
     """
     if not given or not given.strip():
         raise ConfigError(f"{what} is empty: give a directory or a URI ({', '.join(SERVED)})")
-    m = _SCHEME.match(given)
+    m = URI_SCHEME.match(given)
     if not m or (os.name == "nt" and len(m.group(1)) == 1):
         return Location(given, "local", os.path.abspath(given))
     scheme = m.group(1).lower()

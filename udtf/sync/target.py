@@ -9,15 +9,12 @@ the user's to keep)."""
 from __future__ import annotations
 
 import os
-import re
 import time
 from typing import Any
 
 from mysql_cdc.errors import ConfigError, StateError
-from mysql_cdc.state.storage import Location, check_reachable, parse_location
+from mysql_cdc.state.storage import URI_SCHEME, Location, check_reachable, parse_location
 from mysql_cdc.state.store import make_dirs
-
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
 
 def local_path(what: str, path: str, here: bool = True) -> str:
@@ -38,7 +35,7 @@ def local_path(what: str, path: str, here: bool = True) -> str:
         raise ConfigError(f"{what} {path!r} must be a local path: the sync writes its Delta tables with delta-rs in "
                           "the driver, on its disk or a mounted volume; keep the state_dir and checkpoint on the "
                           "object store and the target on a volume")
-    return path if not _SCHEME.match(path) else loc.path
+    return path if not URI_SCHEME.match(path) else loc.path
 
 
 def writable(what: str, path: str) -> None:
@@ -76,7 +73,7 @@ def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool =
     local_path("to", to, here=not remote)
     locs = {what: parse_location(path, what, here=not remote) for what, path in given.items()}
     for what, path in given.items():
-        if remote and locs[what].local and not os.path.isabs(path) and not _SCHEME.match(path):
+        if remote and locs[what].local and not os.path.isabs(path) and not URI_SCHEME.match(path):
             raise ConfigError(f"{what} {path!r} must be absolute: the Spark Connect server resolves it, in its own "
                               "working directory")
     if remote:
