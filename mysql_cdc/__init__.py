@@ -50,12 +50,13 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def register(spark: Any, profiles: Any = None, *, ship_code: bool | None = None) -> None:
+def register(spark: Any, profiles: Any = None, *, ship_code: bool | None = None, carry: tuple[str, ...] = ()
+             ) -> None:
     """Register the SQL functions and the data source on a classic or Spark Connect session.
     See :func:`mysql_cdc.udtf.spark.register.register`."""
     from mysql_cdc.udtf.spark.register import register as _register
 
-    _register(spark, profiles, ship_code=ship_code)
+    _register(spark, profiles, ship_code=ship_code, carry=carry)
 
 
 def once_trigger() -> dict[str, Any]:
@@ -143,6 +144,10 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     merged = {**SYNC_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
     opts = parse_options(merged)
     registered = _profiles(profiles)
+    if remote and opts.source in registered and registered[opts.source].password:
+        from mysql_cdc.udtf.spark.batch_source import connect_stream_secret_error
+
+        raise connect_stream_secret_error(opts.source)
     schemas: list[Any] | None = None
     if not remote:  # a Connect client needs no profile and no connection: the server describes the tables
         profile = resolve_profile(opts, registered)
@@ -152,7 +157,9 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
         store = StateStore(state_dir)
         schemas = [store.schema(s.table) or s for s in current]
         check_tables(schemas)
-    register(spark, profiles)
+    # the profile this process resolved goes to executors as the session's file (docs/DESIGN.md §8)
+    carry = (opts.source,) if opts.source and not remote and opts.source not in registered else ()
+    register(spark, profiles, carry=carry)
     trigger = once_trigger() if once else {"processingTime": f"{trigger_seconds} seconds"}
     if once:
         merged["once"] = "true"

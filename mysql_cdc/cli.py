@@ -208,7 +208,7 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
     import mysql_cdc
 
     spark = _local_spark(ns, "mysql-cdc snapshot")
-    mysql_cdc.register(spark)
+    mysql_cdc.register(spark, carry=(ns.source,) if ns.source else ())
     reader = spark.read.format("mysql_cdc").option("source", ns.source).option("table", ns.table)
     for key, value in (("chunk_size", ns.chunk_size), ("state_dir", ns.state_dir), ("chunk_key", ns.chunk_key)):
         if value is not None:
@@ -398,7 +398,7 @@ def cmd_follow(ns: argparse.Namespace) -> int:
     from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
 
     spark = _local_spark(ns, "mysql-cdc follow")
-    mysql_cdc.register(spark)
+    mysql_cdc.register(spark, carry=(ns.source,) if ns.source else ())
     reader = spark.readStream.format("mysql_cdc").option("source", ns.source).option("state_dir", ns.state_dir)
     for key, value in (("table", ns.table), ("tables", ns.tables), ("exclude", ns.exclude),
                        ("chunk_key", ns.chunk_key), ("once", "true" if ns.once else None), *_stream_options(ns)):

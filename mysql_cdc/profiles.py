@@ -39,37 +39,123 @@ class ConnectionProfile:
     # try) and of silence from the server before a read fails (0: none)
     reconnect_timeout: float = 0.0
     read_timeout: float = 0.0
-    # where the password is read again before each new connection (a rotated secret): ("file", path) or
-    # ("profiles", path, name); ``None``: the password as given
+    # where the password is read again before each new connection (a rotated secret), in the process that
+    # connects: ("file", path), ("env", variable), ("profiles", path, name) or ("named", name) (the environment's
+    # $MYSQL_CDC_PROFILE_<NAME>); ``None``: the password as given
     password_from: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    # (Spark file name, profile name): a copy of the password in a private file that ``register`` gave the Spark
+    # session, which Spark's file server hands to every process of the session that connects
+    session_secret: tuple[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.ssl_mode not in SSL_MODES:
             raise ConfigError(f"bad ssl_mode {self.ssl_mode!r}; expected one of {', '.join(SSL_MODES)}")
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickled without its password (Spark pickles readers, partitions and functions, and may log or spill
+        them): the copy that lands reads it where :attr:`password_from` or :attr:`session_secret` says. A
+        password with neither is refused here rather than written into a pickle."""
+        if self.password and self.password_from is None and self.session_secret is None:
+            raise ConfigError(f"the profile for {self.user}@{self.host}:{self.port} holds its password and would "
+                              "travel inside a pickled object: register it (mysql_cdc.register(spark, "
+                              "profiles=...)), which gives the session the password as a private file, or name "
+                              "the password with password-env / password-file")
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "password"}
+        return (_unpickled, (fields,))
+
     def login_password(self) -> str:
-        """The password to log in with now: read again from where the profile names it (a password file, or
-        the profiles file), so that a rotated secret is used from the next connection on; the one read before
-        when that place cannot be read now."""
-        src = self.password_from
-        try:
-            if src and src[0] == "file":
-                return read_secret("file", src[1], "?")
-            if src and src[0] == "profiles":
-                with open(src[1], encoding="utf-8") as f:
-                    entry = json.load(f)[src[2]]
-                if entry.get("password_file"):
-                    return read_secret("file", str(entry["password_file"]), src[2])
-                return str(entry.get("password", self.password))
-        except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass
-        return self.password
+        """The password to log in with now, read again where the profile names it (so that a rotated secret is
+        used from the next connection on), else from the session's copy; the one held when neither can be read
+        now. A copy unpickled in another process holds none: there, one that cannot be read is an error that
+        says how executors get it."""
+        why: list[str] = []
+        if self.password_from:
+            try:
+                return read_password_source(self.password_from)
+            except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+                why.append(f"{self.password_from[0]}: {type(e).__name__}")
+        if self.session_secret:
+            try:
+                return _read_session_secret(*self.session_secret)
+            except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as e:
+                why.append(f"session file: {type(e).__name__}")
+        if self.password or not why:
+            return self.password
+        import socket
+
+        name = (self.session_secret or self.password_from or ("?",))[-1]
+        raise ConfigError(
+            f"profile {name!r}: its password cannot be read in this process on host {socket.gethostname()!r} "
+            f"({'; '.join(why)}). A process that connects reads it where the profile names it, or from the copy "
+            "that registering the profile gives the session: register it (mysql_cdc.register(spark, "
+            "profiles=...); the CLI and mysql_cdc.sync register the profile they use), or give every node the "
+            f"profile (spark.executorEnv.{PROFILE_ENV_PREFIX}<NAME> with spark.executorEnv.{PASSWORD_ENV_PREFIX}"
+            f"<NAME>, or ${PROFILES_FILE_ENV} on each node)")
 
     def __repr__(self) -> str:  # never show the password
         tls = "" if self.ssl_mode == "preferred" else f", ssl_mode={self.ssl_mode!r}"
         return f"ConnectionProfile(host={self.host!r}, port={self.port!r}, user={self.user!r}{tls})"
 
     __str__ = __repr__
+
+
+def _unpickled(fields: dict[str, Any]) -> ConnectionProfile:
+    """A profile as pickled: without its password (:meth:`ConnectionProfile.__reduce__`)."""
+    return ConnectionProfile(**fields)
+
+
+def read_password_source(src: tuple[str, ...]) -> str:
+    """The password where a profile names it (:attr:`ConnectionProfile.password_from`), read now."""
+    kind = src[0]
+    if kind == "file":
+        return read_secret("file", src[1], "?")
+    if kind == "env":
+        return read_secret("env", src[1], "?")
+    if kind == "profiles":
+        with open(src[1], encoding="utf-8") as f:
+            entry = json.load(f)[src[2]]
+        return profile_from_mapping(entry, src[2]).password
+    if kind == "named":
+        return _env_profile(src[1]).password  # type: ignore[union-attr]
+    raise ValueError(f"unknown password source {kind!r}")
+
+
+def _read_session_secret(file_name: str, name: str) -> str:
+    """A registered profile's password from the session's private file (``register``), through Spark's files."""
+    from pyspark import SparkFiles
+
+    path = SparkFiles.get(file_name)
+    if not os.path.exists(path):  # a classic stream's planner looks in a folder of its job (``streaming_job``)
+        # under the session's files, which Spark's ``addFile`` keeps one level up
+        path = os.path.join(os.path.dirname(os.path.dirname(path)), file_name)
+    with open(path, encoding="utf-8") as f:
+        return str(json.load(f)[name])
+
+
+def session_files_scoped(file_name: str) -> bool:
+    """Whether the session's file ``file_name`` is one of a Spark Connect session's own files: kept in a folder
+    named by the session's id (a UUID) under Spark's ``userFiles-*``, which Spark 4.x streaming tasks do not
+    see. A classic session's files are Spark's own (its streams' planners see them under ``streaming_job``)."""
+    from pyspark import SparkFiles
+
+    folder = os.path.basename(os.path.dirname(SparkFiles.get(file_name)))
+    return re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", folder) is not None
+
+
+def _env_profile(name: str) -> ConnectionProfile | None:
+    """The profile ``$MYSQL_CDC_PROFILE_<NAME>`` of this process, its password from
+    ``$MYSQL_CDC_PASSWORD_<NAME>`` when that is set."""
+    suffix = re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+    env = os.environ.get(PROFILE_ENV_PREFIX + suffix)
+    if not env:
+        return None
+    prof = profile_from_url(env, name)
+    # a password in a variable of its own: Spark redacts settings named like *PASSWORD* (event log, UI), so
+    # spark.executorEnv.MYSQL_CDC_PASSWORD_<NAME> keeps it out of them, unlike the URL's
+    password = os.environ.get(PASSWORD_ENV_PREFIX + suffix)
+    if password is not None:
+        prof = dataclasses.replace(prof, password=password)
+    return dataclasses.replace(prof, password_from=("named", name))
 
 
 PROFILE_ENV_PREFIX = "MYSQL_CDC_PROFILE_"
@@ -113,6 +199,11 @@ def _password(given: str, env: str | None, file: str | None, name: str) -> str:
     if file:
         return read_secret("file", file, name)
     return given
+
+
+def _source(env: str | None, file: str | None) -> tuple[str, ...] | None:
+    """Where a profile's password is read again (``password_from``): its password file or variable."""
+    return ("file", file) if file else ("env", env) if env else None
 
 
 _URL_PARAMS = {"ssl_mode", "ssl_ca", "connect_timeout", "password_env", "password_file"}
@@ -177,8 +268,7 @@ def profile_from_url(url: str, name: str = "?") -> ConnectionProfile:
                                  user=urllib.parse.unquote(user) or "root", password=secret,
                                  connect_timeout=float(params.get("connect_timeout", 10.0)),
                                  ssl_mode=params.get("ssl_mode", "preferred").lower(), ssl_ca=params.get("ssl_ca"),
-                                 password_from=("file", params["password_file"]) if params.get("password_file")
-                                 else None)
+                                 password_from=_source(params.get("password_env"), params.get("password_file")))
     except ValueError:
         raise ConfigError(f"profile {name!r}: connect-timeout must be a number") from None
 
@@ -198,7 +288,8 @@ def profile_from_mapping(d: Mapping[str, Any], name: str = "?") -> ConnectionPro
                                  connect_timeout=float(d.get("connect_timeout", 10.0)),
                                  ssl_mode=str(d.get("ssl_mode", "preferred")).lower(),
                                  ssl_ca=None if d.get("ssl_ca") is None else str(d["ssl_ca"]),
-                                 password_from=("file", str(file)) if file else None)
+                                 password_from=_source(None if env is None else str(env),
+                                                       None if file is None else str(file)))
     except (TypeError, ValueError):
         raise ConfigError(f"profile {name!r}: port and connect_timeout must be numbers") from None
 
@@ -219,15 +310,7 @@ def resolve_profile(opts: CdcOptions, registered: Mapping[str, ConnectionProfile
     name = opts.source
     prof: ConnectionProfile | None = (registered or {}).get(name)
     if prof is None:
-        suffix = re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-        env = os.environ.get(PROFILE_ENV_PREFIX + suffix)
-        if env:
-            prof = profile_from_url(env, name)
-            # a password in a variable of its own: Spark redacts settings named like *PASSWORD* (event log, UI),
-            # so spark.executorEnv.MYSQL_CDC_PASSWORD_<NAME> keeps it out of them, unlike the URL's
-            password = os.environ.get(PASSWORD_ENV_PREFIX + suffix)
-            if password is not None:
-                prof = dataclasses.replace(prof, password=password)
+        prof = _env_profile(name)
     if prof is None and os.environ.get(PROFILES_FILE_ENV):
         path = os.environ[PROFILES_FILE_ENV]
         try:

@@ -20,6 +20,20 @@ def profile_url(profile: Any) -> str:
     return f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
 
 
+def give_server_profile(profiles_file: str | Path, name: str, profile: Any) -> None:
+    """Add profile ``name`` to a Spark Connect server's profiles file (``$MYSQL_CDC_PROFILES_FILE`` in its
+    environment), replaced whole (0600): what a stream from a Connect client names."""
+    import json
+
+    path = Path(profiles_file)
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.password}
+    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.replace(path.with_suffix(".tmp"), path)
+
+
 def is_connect(spark: Any) -> bool:
     """Whether ``spark`` is a Spark Connect session (else classic)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")

@@ -244,3 +244,41 @@ def test_the_connect_launcher_takes_a_cluster_and_its_driver_host_or_says_what_i
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 64 and len(lines) == 1 and lines[0].startswith("start-connect.sh: "), r.stderr
     assert said in lines[0], lines[0]
+
+
+SQL_ON_THE_CLUSTER = """
+import json, sys
+from pyspark.sql import SparkSession
+import mysql_cdc
+
+master, db = sys.argv[1:3]
+spark = (SparkSession.builder.master(master).config("spark.executor.memory", "1g")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+mysql_cdc.register(spark, {"src": sys.stdin.readline().strip()})
+chunks = spark.sql(f"SELECT count(*) AS c FROM mysql_cdc_chunks(source => 'src', tables => '{db}[.]a', "
+                   "chunk_size => 100)").collect()[0]["c"]
+rows = spark.sql(f"SELECT count(*) AS c FROM mysql_cdc_snapshot(TABLE(SELECT * FROM mysql_cdc_chunks("
+                 f"source => 'src', tables => '{db}[.]a', chunk_size => 100)), source => 'src', table => '{db}.a')"
+                 ).collect()[0]["c"]
+read = spark.read.format("mysql_cdc").option("source", "src").option("table", db + ".a").load().count()
+hosts = spark.sparkContext.parallelize(range(8), 8).map(lambda _: __import__("os").environ.get("HOME")).collect()
+print(json.dumps({"chunks": chunks, "rows": rows, "read": read, "homes": sorted(set(hosts))}))
+spark.stop()
+"""
+
+
+def test_the_sql_functions_and_the_data_source_log_in_on_workers_that_have_no_profile(
+        cluster: StandaloneCluster, profile: ConnectionProfile, db: str, root: Any, tmp_path: Path) -> None:
+    """A profile registered in the driver: its password reaches the workers (whose environment has no profile)
+    as the session's private file, for the SQL functions (resolved on executors) as for the data source; never
+    inside what Spark pickles (tests/test_secrets.py). docs/DESIGN.md §8."""
+    _make(root, rows=450)
+    script = tmp_path / "sql.py"
+    script.write_text(SQL_ON_THE_CLUSTER)
+    out = subprocess.run([sys.executable, str(script), cluster.url, db], input=profile_url(profile) + "\n",
+                         env=_repo_env(True), cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (got["chunks"], got["rows"], got["read"]) == (5, 450, 450), got
+    assert len(got["homes"]) == cluster.count  # both workers ran tasks, each its own HOME
+    assert profile.password not in out.stderr

@@ -338,7 +338,7 @@ try:
 except md.PackageNotFoundError:
     out["full_pyspark"] = None
 
-# the client's own profile: registered with the functions (pickled, shipped), never in SQL text
+# the client's own profile: registered (its password a private file of the session, never pickled), never in SQL text
 mysql_cdc.register(spark, profiles={"src": env["CDC_URL"]})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -126,6 +127,77 @@ def test_a_profile_reads_its_password_from_an_environment_variable_or_a_file(
                        r"with its password.*'spark.kubernetes.driverEnv.MYSQL_CDC_PASSWORD_SHOP'") as e:
         check_conf_secrets([("spark.kubernetes.driverEnv.MYSQL_CDC_PROFILE_SHOP", "mysql://cdc:Hunter2@db:3306")])
     assert "Hunter2" not in str(e.value)
+
+
+# any text, marked so that it cannot occur by chance in a pickle or a message
+_PASSWORDS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=30).map(lambda t: f"Pw<{t}>")
+
+
+@given(password=_PASSWORDS, source=st.sampled_from(["file", "env", "profiles", "named", "session"]))
+def test_a_pickled_profile_holds_no_password_and_reads_it_where_it_lands(password: str, source: str) -> None:
+    """Spark pickles readers, partitions and functions (and may log or spill them): a profile pickles without
+    its password, under every pickler Spark uses, and the copy reads it where the profile names it, or from the
+    session's file that ``register`` gave the session (docs/DESIGN.md §8). Where it can read neither, a login is
+    one error that says how executors get it; a password with nowhere to be read is refused, not pickled."""
+    import os
+    import pickle
+    import tempfile
+
+    from pyspark import cloudpickle
+
+    with tempfile.TemporaryDirectory() as d:
+        env = {}
+        if source == "file":
+            path = os.path.join(d, "pw")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(password + "\n")
+            prof = profile_from_mapping({"host": "db", "password_file": path}, "p")
+        elif source == "env":
+            env = {"CDC_PROP_PW": password}
+            os.environ.update(env)
+            prof = profile_from_mapping({"host": "db", "password_env": "CDC_PROP_PW"}, "p")
+        elif source == "profiles":
+            path = os.path.join(d, "profiles.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump({"p": {"host": "db", "password": password}}, f)
+            env = {"MYSQL_CDC_PROFILES_FILE": path}
+            os.environ.update(env)
+            prof = resolve_profile(parse_options({"source": "p"}))
+        elif source == "named":
+            env = {"MYSQL_CDC_PROFILE_P": "mysql://cdc@db:3306", "MYSQL_CDC_PASSWORD_P": password}
+            os.environ.update(env)
+            prof = resolve_profile(parse_options({"source": "p"}))
+        else:  # registered: the session's private file, as Spark's files serve it
+            from pyspark import SparkFiles
+
+            with open(os.path.join(d, "s.json"), "w", encoding="utf-8") as f:
+                json.dump({"p": password}, f)
+            SparkFiles._root_directory, SparkFiles._is_running_on_worker = d, True
+            prof = ConnectionProfile("db", password=password, session_secret=("s.json", "p"))
+        try:
+            assert prof.password == password
+            for dumps in (pickle.dumps, cloudpickle.dumps):
+                data = dumps(prof)
+                assert password.encode() not in data and password.encode("unicode_escape") not in data
+                copy = pickle.loads(data)
+                assert copy.password == "" and copy.login_password() == password
+                assert dataclasses.replace(copy, password=password) == prof
+            for k in env:  # where it lands, nothing is where the profile names it
+                os.environ.pop(k)
+            for name in os.listdir(d):
+                os.remove(os.path.join(d, name))
+            with pytest.raises(ConfigError, match="its password cannot be read in this process.*register it"
+                               ".*spark.executorEnv.MYSQL_CDC_PROFILE_<NAME>") as e:
+                pickle.loads(pickle.dumps(prof)).login_password()
+            assert password not in str(e.value)
+        finally:
+            for k in env:
+                os.environ.pop(k, None)
+            if source == "session":
+                SparkFiles._root_directory, SparkFiles._is_running_on_worker = None, False
+    with pytest.raises(ConfigError, match="holds its password and would travel inside a pickled object"):
+        pickle.dumps(ConnectionProfile("db", password=password))
+    assert pickle.loads(pickle.dumps(ConnectionProfile("db"))).login_password() == ""  # a login without one
 
 
 def test_public_face_and_pure_logic_load_no_spark_and_no_driver() -> None:

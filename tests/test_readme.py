@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from mysql_cdc.docs import option_table, type_table
-from mysql_cdc.profiles import ConnectionProfile
-from tests.helpers import insert_rows
+from mysql_cdc.profiles import ConnectionProfile, profile_from_url
+from tests.helpers import give_server_profile, insert_rows
 from tests.servers import ServerInfo
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
@@ -92,6 +92,12 @@ def test_readme_whole_database_example_runs(session: str, request: pytest.Fixtur
     try:
         code = _block("python", "readStream").replace("/data/cdc", str(tmp_path))
         assert 'option("tables", "shop[.].*")' in code
+        if remote is not None:  # a stream from a Connect client names the server's profile (README, profiles)
+            registered = 'mysql_cdc.register(spark, profiles={"shop": os.environ["SHOP_MYSQL_URL"]})'
+            assert registered in code
+            code = code.replace(registered, "mysql_cdc.register(spark)")
+            give_server_profile(request.getfixturevalue("plugin_connect").env["MYSQL_CDC_PROFILES_FILE"], "shop",
+                                profile_from_url(os.environ["SHOP_MYSQL_URL"]))
         exec(compile(code, "README.md", "exec"), {"spark": spark})
         orders = spark.read.parquet(str(tmp_path / "changes" / "shop.orders"))
         assert orders.count() == 2500 and dict(orders.dtypes)["amount"] == "decimal(10,2)"

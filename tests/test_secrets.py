@@ -99,3 +99,32 @@ def test_sql_text_and_options_cannot_send_a_secret_to_a_host_they_name(spark: An
     with pytest.raises(Exception, match="in clear text .*it was not sent"):
         spark.read.format("mysql_cdc").option("source", "shop").option("table", "a.b").load().collect()
     assert fake.connections >= 2 and not fake.seen(SECRET)
+
+
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the planner's objects matter here, not the server
+def test_what_spark_pickles_holds_no_password(profile: ConnectionProfile, db: str, root: Any, tmp_path: Any,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data source's readers and partitions, batch and stream, as Spark pickles them to send to executors
+    (and may log or spill): a profile's name and where its password is read, never the password
+    (docs/DESIGN.md §8). The copy an executor unpickles reads the password again where the profile names it."""
+    from pyspark import cloudpickle
+
+    from mysql_cdc.udtf.spark.batch_source import build_data_source
+
+    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    root.cursor().execute("INSERT INTO t VALUES (1, 1), (2, 2)")
+    monkeypatch.setenv("MYSQL_CDC_PROFILE_PICKLED", f"mysql://{profile.user}@{profile.host}:{profile.port}")
+    monkeypatch.setenv("MYSQL_CDC_PASSWORD_PICKLED", profile.password)
+    cls = build_data_source({}, 2)
+    batch = cls({"source": "pickled", "table": f"{db}.t"}).reader(None)
+    stream = cls({"source": "pickled", "table": f"{db}.t", "state_dir": str(tmp_path / "state")}).streamReader(None)
+    start = stream.initialOffset()
+    parts = batch.partitions() + stream.partitions(start, stream.next_offset(start, 0))
+    assert parts
+    for obj in (batch, stream, *parts):
+        data = cloudpickle.dumps(obj)
+        assert profile.password.encode() not in data, type(obj).__name__
+    copy = cloudpickle.loads(cloudpickle.dumps(batch))
+    assert copy.profile.password == "" and copy.profile.login_password() == profile.password
+    assert sum(b.num_rows for p in batch.partitions() for b in copy.read(p)) == 2
+

@@ -25,7 +25,7 @@ from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.spark.compat import admission_control
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import insert_rows, profile_url
+from tests.helpers import give_server_profile, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
 from tests.test_streaming import _checkpoint_state, _kill, _tail
@@ -170,7 +170,7 @@ mysql_cdc.register(spark, {"src": sys.stdin.readline().strip()})
 n = spark.read.format("mysql_cdc").option("source", "src").option("table", db + ".a").load().count()
 chunks = spark.sql("SELECT count(*) AS c FROM mysql_cdc_chunks(source => 'src', tables => '" + db
                    + "[.]b', chunk_size => 100)").collect()[0]["c"]
-q = (spark.readStream.format("mysql_cdc").option("source", "src").option("tables", db + "[.]c")
+q = (spark.readStream.format("mysql_cdc").option("source", "server_side").option("tables", db + "[.]c")
      .option("state_dir", state).option("once", "true").option("max_chunks_per_batch", 1).load()
      .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
      .trigger(**mysql_cdc.once_trigger()).start())
@@ -190,6 +190,8 @@ def test_a_thin_client_of_this_spark(plugin_connect: Any, profile: ConnectionPro
     import pyspark
 
     _make(root)
+    # a stream's profile is the server's: its tasks do not see the client's session files (docs/DESIGN.md §8)
+    give_server_profile(plugin_connect.env["MYSQL_CDC_PROFILES_FILE"], "server_side", profile)
     client = os.environ.get("MYSQL_CDC_CLIENT_PYTHON", sys.executable)
     script = tmp_path / "client.py"
     script.write_text(THIN_CLIENT)

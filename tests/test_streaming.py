@@ -22,7 +22,7 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.profiles import ConnectionProfile
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import insert_rows, profile_url
+from tests.helpers import give_server_profile, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
 
@@ -166,7 +166,9 @@ def _session(kind: str, request: pytest.FixtureRequest) -> tuple[Any, Any]:
     the server that has the plugin installed."""
     if kind == "classic":
         return request.getfixturevalue("classic_spark"), None
-    remote = _remote(request.getfixturevalue("plugin_connect").url)
+    server = request.getfixturevalue("plugin_connect")
+    give_server_profile(server.env["MYSQL_CDC_PROFILES_FILE"], "src", request.getfixturevalue("profile"))
+    remote = _remote(server.url)
     return remote, remote
 
 

@@ -15,13 +15,13 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import mysql_cdc
+from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
@@ -30,7 +30,7 @@ from mysql_cdc.udtf.sync import mirror as mirror_mod
 from mysql_cdc.udtf.sync.job import query_app_id
 from mysql_cdc.udtf.sync.mirror import DeltaMirror, table_path
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import profile_url
+from tests.helpers import give_server_profile, profile_url
 from tests.servers import ServerInfo
 from tests.test_multi_table import KEYS, NO_KEY, Writers, _make, _norm, _source
 from tests.test_streaming import _checkpoint_state, _kill, _tail
@@ -392,26 +392,28 @@ def test_sync_over_spark_connect_mirrors_the_tables(
         request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
         tmp_path: Any) -> None:
     """The same job from a Spark Connect client: the batch function runs in the server's Python (which has the
-    package and deltalake), the Delta tables are written there. The second run names a profile only the server
-    knows: the client neither resolves it nor connects to the database."""
+    package and deltalake), the Delta tables are written there. It names a profile only the server knows: the
+    client neither resolves it nor connects to the database. A profile registered from the client is refused
+    first, with the fix: a stream's tasks on the server do not see the session's files, where its password
+    would be (docs/DESIGN.md §8)."""
     from tests.test_streaming import _session
 
     _make(root)
     spark, remote = _session("connect", request)
-    server_profiles = Path(request.getfixturevalue("plugin_connect").env["MYSQL_CDC_PROFILES_FILE"])
-    fd = os.open(server_profiles.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"server_only": {"host": info.host, "port": info.port, "user": info.user,
-                                   "password": info.password}}, f)
-    os.replace(server_profiles.with_suffix(".tmp"), server_profiles)
+    give_server_profile(request.getfixturevalue("plugin_connect").env["MYSQL_CDC_PROFILES_FILE"], "server_only",
+                        profile)
     assert "MYSQL_CDC_PROFILES_FILE" not in os.environ and "MYSQL_CDC_PROFILE_SERVER_ONLY" not in os.environ
     to = str(tmp_path / "lake")
     some = ["t01_int", "t03_ci", "t04_comp", "t06_dt"]
     try:
+        with pytest.raises(ConfigError, match="registered from a Spark Connect client.*give the server the profile"):
+            mysql_cdc.sync(spark, once=True, to=to, checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "state"),
+                           tables=f"{db}[.]t01_int", source="src", profiles={"src": profile_url(profile)})
+        assert not os.path.exists(tmp_path / "ck") and not os.path.exists(tmp_path / "state")
         with Writers(info, db, seed=23):
             q = mysql_cdc.sync(spark, once=True, to=to, checkpoint=str(tmp_path / "ck"),
                                state_dir=str(tmp_path / "state"), tables=",".join(f"{db}[.]{t}" for t in some),
-                               source="src", profiles={"src": profile_url(profile)}, chunk_size=200)
+                               source="server_only", chunk_size=200)
             assert q.awaitTermination(600), "the availableNow sync did not end"
             assert q.exception() is None, q.exception()
         root.cursor().execute("UPDATE t01_int SET v = v + 1 ORDER BY id LIMIT 5")

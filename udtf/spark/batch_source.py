@@ -16,7 +16,14 @@ from mysql_cdc.chunks import Chunk
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.options import CdcOptions, parse_options
 from mysql_cdc.planner.plan import plan_tables
-from mysql_cdc.profiles import ConnectionProfile, resolve_profile
+from mysql_cdc.profiles import (
+    PROFILE_ENV_PREFIX,
+    PROFILES_FILE_ENV,
+    ConnectionProfile,
+    read_password_source,
+    resolve_profile,
+    session_files_scoped,
+)
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.spark.capture import pinned_schema, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import ChunkPartition, Readers, read_chunks, spread_chunks
@@ -48,6 +55,35 @@ class MysqlCdcReader(DataSourceReader):
         assert isinstance(partition, ChunkPartition)
         readers = Readers(self.profile, self.schemas, self.facts, self.opts)
         yield from read_chunks(readers, partition.chunks, self.opts, Output(self.schemas, self.opts))
+
+
+def check_stream_secret(profile: ConnectionProfile, opts: CdcOptions) -> None:
+    """Refuse, before the stream starts, a profile whose password only a Spark Connect session's own files hold:
+    Spark 4.x runs a stream without the session's files (its planner sees them or not by version, its
+    executors do not), so every read would fail to log in."""
+    if profile.session_secret is None:
+        return
+    if profile.password_from:
+        try:
+            read_password_source(profile.password_from)
+            return  # read where the profile names it, which the server's executors share (its environment)
+        except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    try:
+        scoped = session_files_scoped(profile.session_secret[0])
+        profile.login_password()
+    except (ConfigError, ImportError):
+        scoped = True
+    if scoped:
+        raise connect_stream_secret_error(opts.source)
+
+
+def connect_stream_secret_error(name: str | None) -> ConfigError:
+    """The error for a stream (or a sync) from a Spark Connect client that names a profile it registered."""
+    return ConfigError(f"profile {name!r} was registered from a Spark Connect client, and a stream's tasks on the "
+                       "server do not see that session's files, where its password is: give the server the "
+                       f"profile instead (${PROFILES_FILE_ENV} or ${PROFILE_ENV_PREFIX}<NAME> in the server's "
+                       "environment; the CLI's image does) and do not register it from the client")
 
 
 # options a batch read (the snapshot) would ignore: refused instead
@@ -94,6 +130,7 @@ def build_data_source(profiles: Mapping[str, ConnectionProfile], parallelism: in
 
         def streamReader(self, schema: StructType) -> DataSourceStreamReader:
             profile, opts = self._opts()
+            check_stream_secret(profile, opts)
             return stream_reader(profile, opts, self._parallelism or os.cpu_count() or 1)
 
     return MysqlCdcDataSource

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import io
@@ -14,12 +15,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mysql_cdc.errors import ConfigError
+from mysql_cdc.options import parse_options
 from mysql_cdc.profiles import (
     PASSWORD_ENV_PREFIX,
     PROFILE_ENV_PREFIX,
     ConnectionProfile,
     profile_from_mapping,
     profile_from_url,
+    resolve_profile,
     url_holds_password,
 )
 from mysql_cdc.udtf.spark.compat import check_pyspark
@@ -119,25 +122,67 @@ def ship_to_executors(sc: Any) -> None:
     master = str(sc.master)
     if master.startswith("local") or sc.applicationId in _SHIPPED_SESSIONS:
         return
-    import atexit
-
     folder = tempfile.mkdtemp(prefix="mysql_cdc_code_")
-    _KEPT.append(folder)
-    if len(_KEPT) == 1:
-        atexit.register(_remove_kept)
+    _keep(folder)
     sc.addPyFile(_write_code_zip(folder))
     _SHIPPED_SESSIONS.add(sc.applicationId)
 
 
-def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code: bool | None = None) -> None:
+def give_session_secrets(spark: Any, remote: bool, profiles: Mapping[str, ConnectionProfile]
+                         ) -> dict[str, ConnectionProfile]:
+    """The profiles, those with a password given the session as a private file, each naming its copy
+    (``session_secret``): a new file (0600 in a new 0700 folder, a random name) that a classic session serves
+    with ``addFile`` (kept for the life of this process, as Spark serves it from there) and a Spark Connect client
+    uploads as a session file. Spark's file server hands it to the driver's planners and to every executor; a
+    pickle of the profile holds none (:meth:`ConnectionProfile.__reduce__`). docs/DESIGN.md §8."""
+    import json
+    import secrets
+
+    given = {name: p for name, p in profiles.items() if p.password}
+    if not given:
+        return dict(profiles)
+    folder = tempfile.mkdtemp(prefix="mysql_cdc_secrets_")
+    file_name = f"mysql_cdc_secrets_{secrets.token_hex(8)}.json"
+    path = os.path.join(folder, file_name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({name: p.password for name, p in given.items()}, f)
+    if remote:
+        try:
+            spark.addArtifacts(path, file=True)
+        finally:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+    else:
+        _keep(folder)
+        spark.sparkContext.addFile(path)
+    return {name: dataclasses.replace(p, session_secret=(file_name, name)) if name in given else p
+            for name, p in profiles.items()}
+
+
+def _keep(folder: str) -> None:
+    """Remove ``folder`` when this process ends (Spark serves what it holds until then)."""
+    import atexit
+
+    _KEPT.append(folder)
+    if len(_KEPT) == 1:
+        atexit.register(_remove_kept)
+
+
+def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code: bool | None = None,
+             carry: tuple[str, ...] = ()) -> None:
     """Register ``mysql_cdc_chunks``, ``mysql_cdc_snapshot`` and the ``mysql_cdc`` data source on ``spark``.
 
     ``profiles`` maps profile names to connections (a :class:`ConnectionProfile`, a mapping with host, port,
     user, password, or a ``mysql://user:password@host:port`` URL). SQL names a profile, never a password; the
-    profiles travel inside the registered (pickled) functions. The project's code is shipped unless
+    profiles travel inside the registered functions without their passwords, which go to the session as a
+    private file (:func:`give_session_secrets`). The project's code is shipped unless
     ``ship_code=False``: to a Spark Connect server as a session artifact (batch queries only; streaming needs
     the package installed in the server's Python), and to a classic session's executors with ``addPyFile``
-    when its master is not local.
+    when its master is not local. ``carry`` names profiles of this process's environment (or profiles file)
+    registered as if given: the CLI and ``mysql_cdc.sync`` carry the one they use, so that executors on other
+    machines get its password as the session's file (:func:`give_session_secrets`).
     """
     remote = _is_connect(spark)
     check_pyspark(str(spark.version) if remote else None)  # one clear error before anything version-bound loads
@@ -146,7 +191,11 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     from mysql_cdc.udtf.spark.sql_functions import build_binlog_udtf, build_chunks_udtf, build_snapshot_udtf
 
     profs = _profiles(profiles)
+    for name in carry:
+        if name not in profs:
+            profs[name] = resolve_profile(parse_options({"source": name}))
     check_conf_secrets(_conf_items(spark, remote))
+    profs = give_session_secrets(spark, remote, profs)
     if remote:
         from pyspark.sql.connect.udtf import _create_py_udtf
     else:
