@@ -15,10 +15,17 @@ def option_table() -> str:
 
 
 def type_table() -> str:
+    """The type table: each MySQL type, the Spark type a capture reads it as, and the column type of a mirror
+    table in Delta and in Iceberg (``udtf/sync/lake_types.py``: "same" where it is the Spark type)."""
     from mysql_cdc.types import TYPE_TABLE
+    from mysql_cdc.udtf.sync.lake_types import lake_type_note
 
-    lines = ["| MySQL / MariaDB | Spark | note |", "| --- | --- | --- |"]
-    lines += [f"| {r.mysql} | {r.spark} | {r.note} |" for r in TYPE_TABLE]
+    def lake(spark: str, fmt: str) -> str:
+        return "" if spark.startswith("(") else lake_type_note(spark, fmt) or "same"  # type: ignore[arg-type]
+
+    lines = ["| MySQL / MariaDB | Spark | Delta | Iceberg | note |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {r.mysql} | {r.spark} | {lake(r.spark, 'delta')} | {lake(r.spark, 'iceberg')} | {r.note} |"
+              for r in TYPE_TABLE]
     return "\n".join(lines)
 
 

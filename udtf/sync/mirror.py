@@ -27,6 +27,7 @@ from mysql_cdc.state.history import HistoryEntry, renames_since
 from mysql_cdc.state.store import StateStore, make_dirs, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.schema.evolve import evolve_rows
+from mysql_cdc.udtf.sync.lake_types import lake_arrow_type
 from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images
 from mysql_cdc.udtf.sync.target import local_path, writable
 
@@ -45,9 +46,9 @@ def _deltalake() -> Any:
 
 
 def delta_type(t: pa.DataType) -> pa.DataType:
-    """The Delta column type of one of our Arrow types: the same, except TIME (an Arrow duration: Delta has no
-    interval type), which the mirror keeps as BIGINT microseconds, signed."""
-    return pa.int64() if pa.types.is_duration(t) else t
+    """The Delta column type of one of our Arrow types (:func:`.lake_types.lake_arrow_type`): the same, except
+    TIME (an Arrow duration: Delta has no interval type), which the mirror keeps as BIGINT microseconds, signed."""
+    return lake_arrow_type(t, "delta")
 
 
 def delta_schema(schema: TableSchema, opts: CdcOptions) -> pa.Schema:

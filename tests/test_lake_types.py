@@ -1,0 +1,61 @@
+"""The mirror's column types per lakehouse format (``udtf/sync/lake_types.py``): every value a capture reads is
+kept exactly, and comes back as it was read."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mysql_cdc.types import TYPE_TABLE
+from mysql_cdc.udtf.convert import arrow_type
+from mysql_cdc.udtf.sync.lake_types import FORMATS, from_lake, identifier_fields, lake_arrow_type, lake_type, to_lake
+
+# Arrow types of the capture and values of each, extremes included (TIME reaches +-838:59:59.999999)
+_MICROS = 838 * 3600 * 10**6 + 59 * 60 * 10**6 + 59 * 10**6 + 999_999
+COLUMNS = {
+    pa.int8(): st.integers(-128, 127),
+    pa.int16(): st.integers(-(2**15), 2**15 - 1),
+    pa.int32(): st.integers(-(2**31), 2**31 - 1),
+    pa.int64(): st.integers(-(2**63), 2**63 - 1),
+    pa.duration("us"): st.integers(-_MICROS, _MICROS),
+    pa.string(): st.text(max_size=5),
+    pa.binary(): st.binary(max_size=5),
+}
+
+
+@given(st.data(), st.sampled_from(FORMATS))
+def test_a_batch_goes_into_each_format_and_back_unchanged(data: st.DataObject, fmt: str) -> None:
+    types = data.draw(st.lists(st.sampled_from(sorted(COLUMNS, key=str)), min_size=1, max_size=5))
+    n = data.draw(st.integers(0, 6))
+    schema = pa.schema([pa.field(f"c{i}", t) for i, t in enumerate(types)])
+    arrays = []
+    for t in types:
+        values = data.draw(st.lists(st.one_of(st.none(), COLUMNS[t]), min_size=n, max_size=n))
+        arrays.append(pa.array(values, pa.int64()).cast(t) if pa.types.is_duration(t) else pa.array(values, t))
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    lake = to_lake(batch, fmt)  # type: ignore[arg-type]
+    assert [f.type for f in lake.schema] == [lake_arrow_type(t, fmt) for t in types]  # type: ignore[arg-type]
+    if fmt == "iceberg":  # Iceberg has no 8- or 16-bit integers and neither format an interval
+        assert not any(pa.types.is_int8(f.type) or pa.types.is_int16(f.type) for f in lake.schema)
+    assert not any(pa.types.is_duration(f.type) for f in lake.schema)
+    assert from_lake(lake, schema).equals(batch)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_type_of_the_type_table_has_a_lake_type_arrow_agrees_with(fmt: str) -> None:
+    """The rule on Spark types (the README's table) and the rule on Arrow types (what is written) agree."""
+    for rule in TYPE_TABLE:
+        if rule.spark.startswith("("):
+            continue
+        spark = rule.spark.replace("(p,s)", "(10,2)")
+        assert arrow_type(lake_type(spark, fmt)) == lake_arrow_type(arrow_type(spark), fmt), rule  # type: ignore[arg-type]
+
+
+def test_identifier_fields_are_the_key_unless_iceberg_refuses_one() -> None:
+    assert identifier_fields([("a", "INT"), ("b", "STRING")], "iceberg") == ("a", "b")
+    assert identifier_fields([("a", "INT"), ("b", "FLOAT")], "iceberg") == ()
+    assert identifier_fields([("a", "INT")], "delta") == ()
+    with pytest.raises(ValueError, match="unknown format 'parquet'"):
+        lake_type("INT", "parquet")  # type: ignore[arg-type]
