@@ -380,8 +380,9 @@ else:
     out["sink"] = [[int(r["id"]), int(r["v"]), r["__op"], r["__file"], r["__pos"], r["__row"]]
                    for r in spark.read.parquet(f"{base}/out")
                    .select("id", "v", "__op", "__file", "__pos", "__row").collect()]
-    # the main job from a thin client: the mirror's Delta tables are written in the server, under its volume
-    q = mysql_cdc.sync(spark, source="src", profiles={"src": env["CDC_URL"]}, tables=f"{db}[.]t",
+    # the main job from a thin client: the mirror's Delta tables are written in the server, under its volume;
+    # a stream names the server's profile (a client-registered one is refused: docs/DESIGN.md §8)
+    q = mysql_cdc.sync(spark, source=stream_source, tables=f"{db}[.]t",
                        to=f"{base}/lake", checkpoint=f"{base}/sync-ck", state_dir=f"{base}/sync-state", once=True)
     finished = q.awaitTermination(300)
     err = q.exception()
