@@ -71,7 +71,7 @@ class ConnectionProfile:
         why: list[str] = []
         if self.password_from:
             try:
-                return read_password_source(self.password_from)
+                return read_password_source(self.password_from, self)
             except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
                 why.append(f"{self.password_from[0]}: {type(e).__name__}")
         if self.session_secret:
@@ -104,8 +104,10 @@ def _unpickled(fields: dict[str, Any]) -> ConnectionProfile:
     return ConnectionProfile(**fields)
 
 
-def read_password_source(src: tuple[str, ...]) -> str:
-    """The password where a profile names it (:attr:`ConnectionProfile.password_from`), read now."""
+def read_password_source(src: tuple[str, ...], owner: ConnectionProfile | None = None) -> str:
+    """The password where a profile names it (:attr:`ConnectionProfile.password_from`), read now. A source that
+    is a whole profile (the profiles file's entry, the environment's) gives its password only if it is still the
+    ``owner``'s connection (host, port, user): a password goes only to its own server."""
     kind = src[0]
     if kind == "file":
         return read_secret("file", src[1], "?")
@@ -114,10 +116,16 @@ def read_password_source(src: tuple[str, ...]) -> str:
     if kind == "profiles":
         with open(src[1], encoding="utf-8") as f:
             entry = json.load(f)[src[2]]
-        return profile_from_mapping(entry, src[2]).password
-    if kind == "named":
-        return _env_profile(src[1]).password  # type: ignore[union-attr]
-    raise ValueError(f"unknown password source {kind!r}")
+        found: ConnectionProfile | None = profile_from_mapping(entry, src[2])
+    elif kind == "named":
+        found = _env_profile(src[1])
+    else:
+        raise ValueError(f"unknown password source {kind!r}")
+    if found is None:
+        raise KeyError(src[-1])
+    if owner is not None and (found.host, found.port, found.user) != (owner.host, owner.port, owner.user):
+        raise ValueError(f"profile {src[-1]!r} here names another connection")
+    return found.password
 
 
 def _read_session_secret(file_name: str, name: str) -> str:

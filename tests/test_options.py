@@ -225,3 +225,21 @@ def test_patterns_split_at_the_commas_between_them_only(patterns: list[str]) -> 
 
     assert split_patterns(", ".join(patterns)) == tuple(patterns)
     assert split_patterns(",".join(patterns)) == tuple(patterns)
+
+
+def test_a_password_read_again_goes_only_to_the_connection_it_was_read_for(tmp_path: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a profile is read again in another process (an executor's environment, a profiles file changed
+    since), a profile of the same name that names another host, port or user gives no password: it would go to
+    the pickled profile's server."""
+    import pickle
+
+    monkeypatch.setenv("MYSQL_CDC_PROFILE_SHOP", "mysql://cdc@db-a:3306")
+    monkeypatch.setenv("MYSQL_CDC_PASSWORD_SHOP", "Pw-of-a")
+    copy = pickle.loads(pickle.dumps(resolve_profile(parse_options({"source": "shop"}))))
+    assert copy.login_password() == "Pw-of-a"
+    monkeypatch.setenv("MYSQL_CDC_PROFILE_SHOP", "mysql://cdc@db-b:3306")  # this process's 'shop' is elsewhere
+    monkeypatch.setenv("MYSQL_CDC_PASSWORD_SHOP", "Pw-of-b")
+    with pytest.raises(ConfigError, match="its password cannot be read in this process") as e:
+        copy.login_password()
+    assert "Pw-of-b" not in str(e.value)

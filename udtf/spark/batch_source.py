@@ -65,7 +65,7 @@ def check_stream_secret(profile: ConnectionProfile, opts: CdcOptions) -> None:
         return
     if profile.password_from:
         try:
-            read_password_source(profile.password_from)
+            read_password_source(profile.password_from, profile)
             return  # read where the profile names it, which the server's executors share (its environment)
         except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
