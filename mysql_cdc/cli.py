@@ -448,6 +448,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     _check_source(ns)
     import mysql_cdc
 
+    with_delta_jars(ns)
     spark = _local_spark(ns, "mysql-cdc sync")
     batches: list[Any] = []
     extra = dict(_stream_options(ns))
@@ -477,6 +478,34 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     if rc == 0 and ns.once:  # also when there was nothing to do and no batch ran
         print(f"mysql-cdc: the mirror is up to date at {_committed_position(ns.checkpoint)}")
     return rc
+
+
+def with_delta_jars(ns: argparse.Namespace) -> None:
+    """Add Delta Lake's Spark jars, its SQL extension and catalog to the sync's Spark settings (``--conf``) when
+    ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta has jars for this pyspark; said
+    in one line. Settings the user gave win."""
+    import pyspark
+
+    from mysql_cdc.udtf.sync.sinks import delta_artifact
+
+    given = {k for k, _ in ns.conf}
+    artifact = delta_artifact(pyspark.__version__)
+    if ns.writer == "delta-rs" or "spark.sql.extensions" in given:
+        return
+    if artifact is None:
+        if ns.writer == "spark":
+            raise ConfigError(f"--writer spark needs Delta Lake's jars for pyspark {pyspark.__version__}, and Delta "
+                              "ships none for it (it does for 4.0, 4.1 and 4.2): use --writer delta-rs, or give "
+                              "the jars with --conf spark.jars.packages=... --conf spark.sql.extensions=...")
+        print(f"mysql-cdc: Delta tables written by delta-rs (Delta Lake has no Spark jars for pyspark "
+              f"{pyspark.__version__})", file=_err())
+        return
+    conf = [("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
+            ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")]
+    if "spark.jars.packages" not in given:
+        conf.append(("spark.jars.packages", artifact))
+    ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]
+    print(f"mysql-cdc: Delta tables written by Spark ({artifact}), merged on the executors", file=_err())
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
@@ -637,7 +666,12 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--source", required=True, help=src)
     y.add_argument("--tables", required=True, action="append", help=tables)
     y.add_argument("--exclude", action="append", help="regular expressions over 'db.table' of tables not mirrored")
-    y.add_argument("--to", required=True, help="directory of the Delta tables: <to>/<database>/<table>")
+    y.add_argument("--to", required=True, help="where the Delta tables go: a folder (<to>/<database>/<table>) or a "
+                   "catalog namespace (catalog.schema: <to>.<table>; {database} in it is the source database)")
+    y.add_argument("--writer", choices=("auto", "spark", "delta-rs"), default="auto",
+                   help="what writes the Delta tables: Spark's Delta Lake, merging on the executors (auto: where "
+                   "Delta has jars for this Spark, 4.0 to 4.2, fetched from Maven Central), or delta-rs in the driver "
+                   "(a folder only)")
     y.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
     y.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
     _stream_arguments(y, "4", "200000", "64 MiB")

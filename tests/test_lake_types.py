@@ -1,11 +1,13 @@
 """The mirror's column types per lakehouse format (``udtf/sync/lake_types.py``): every value a capture reads is
-kept exactly, and comes back as it was read."""
+kept exactly, and comes back as it was read; and which writer a sync gets on this Spark (``udtf/sync/sinks.py``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mysql_cdc.types import TYPE_TABLE
@@ -25,6 +27,7 @@ COLUMNS = {
 }
 
 
+@settings(deadline=None)  # its time is the machine's load, not the rule's
 @given(st.data(), st.sampled_from(FORMATS))
 def test_a_batch_goes_into_each_format_and_back_unchanged(data: st.DataObject, fmt: str) -> None:
     types = data.draw(st.lists(st.sampled_from(sorted(COLUMNS, key=str)), min_size=1, max_size=5))
@@ -59,3 +62,26 @@ def test_identifier_fields_are_the_key_unless_iceberg_refuses_one() -> None:
     assert identifier_fields([("a", "INT")], "delta") == ()
     with pytest.raises(ValueError, match="unknown format 'parquet'"):
         lake_type("INT", "parquet")  # type: ignore[arg-type]
+
+
+def test_on_a_spark_without_delta_jars_a_catalog_target_is_refused_with_the_fix(classic_spark: Any) -> None:
+    """pyspark 4.3 (the main suite's): Delta ships no Spark jars for it, so the sync writes folders with delta-rs;
+    a catalog namespace, or the CLI's ``--writer spark``, is one error that says what to do."""
+    import argparse
+
+    import pyspark
+
+    from mysql_cdc.cli import with_delta_jars
+    from mysql_cdc.errors import ConfigError
+    from mysql_cdc.udtf.spark.compat import delta_in_session
+    from mysql_cdc.udtf.sync.sinks import choose_writer, delta_artifact, parse_target
+
+    assert delta_artifact(pyspark.__version__) is None and not delta_in_session(classic_spark)
+    assert choose_writer(parse_target("/lake"), delta_in_session(classic_spark)) == "delta-rs"
+    with pytest.raises(ConfigError, match="'main.mirror' is a catalog namespace, and this Spark session has no Delta"):
+        choose_writer(parse_target("main.mirror"), delta_in_session(classic_spark))
+    with pytest.raises(ConfigError, match="--writer spark needs Delta Lake's jars for pyspark 4.3"):
+        with_delta_jars(argparse.Namespace(writer="spark", conf=[]))
+    ns = argparse.Namespace(writer="auto", conf=[])
+    with_delta_jars(ns)
+    assert ns.conf == []  # auto on 4.3: delta-rs, no jars

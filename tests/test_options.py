@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mysql_cdc.errors import ConfigError
@@ -133,6 +133,7 @@ def test_a_profile_reads_its_password_from_an_environment_variable_or_a_file(
 _PASSWORDS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=30).map(lambda t: f"Pw<{t}>")
 
 
+@settings(deadline=None)  # its time is the machine's load, not the rule's
 @given(password=_PASSWORDS, source=st.sampled_from(["file", "env", "profiles", "named", "session"]))
 def test_a_pickled_profile_holds_no_password_and_reads_it_where_it_lands(password: str, source: str) -> None:
     """Spark pickles readers, partitions and functions (and may log or spill them): a profile pickles without

@@ -11,12 +11,14 @@ functions, view) and a Spark Connect thin client of this version run too.
 from __future__ import annotations
 
 import collections
+import glob
 import json
 import os
 import subprocess
 import sys
 from typing import Any
 
+import pyspark
 import pytest
 
 import mysql_cdc
@@ -24,11 +26,13 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.spark.compat import admission_control
+from mysql_cdc.udtf.sync.sinks import delta_artifact
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import give_server_profile, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
 from tests.test_streaming import _checkpoint_state, _kill, _tail
+from tests.test_sync import _txns
 
 pytestmark = pytest.mark.versions
 
@@ -157,6 +161,90 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
         data = deltalake.DeltaTable(table_path(to, TableId(db, t))).to_pyarrow_table(columns=cols)
         got = collections.Counter(zip(*(data.column(c).to_pylist() for c in cols)))
         assert got == _source(info, db, t, cols), t
+        versions = [v for _, v in _txns(table_path(to, TableId(db, t)))]
+        assert versions and len(versions) == len(set(versions)), (t, versions)  # no batch applied twice
+    # the writer this Spark has: Spark's own Delta where Delta ships jars for it (4.0 to 4.2), else delta-rs
+    writer = "Spark (io.delta:delta-spark_" if delta_artifact(pyspark.__version__) else "delta-rs"
+    assert f"Delta tables written by {writer}" in _tail(log), _tail(log)
+
+
+CATALOG_SYNC = """
+import json, sys
+from pyspark.sql import SparkSession
+import mysql_cdc
+from mysql_cdc.udtf.sync.sinks import delta_artifact
+import pyspark
+
+db, work, phase = sys.argv[1:4]
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.jars.packages", delta_artifact(pyspark.__version__))
+         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+         .config("spark.sql.warehouse.dir", work + "/warehouse").enableHiveSupport().getOrCreate())
+args = dict(to="spark_catalog.mirror_{database}", checkpoint=work + "/ck", state_dir=work + "/state",
+            tables=db + "[.](a|b|c)", source="src", chunk_size=100, once=True)
+if phase == "bad":
+    try:
+        mysql_cdc.sync(spark, **{**args, "to": "spark_catalog.one", "tables": db + "[.](a|b|c)," + db + "_other[.]a"})
+    except Exception as e:
+        print(json.dumps({"error": str(e)}))
+    sys.exit(0)
+q = mysql_cdc.sync(spark, **args)
+ended = q.awaitTermination(300)
+out = {"ended": ended, "error": None if q.exception() is None else str(q.exception())[:2000], "tables": {}}
+for t in ("a", "b", "c"):
+    name = f"spark_catalog.mirror_{db}.{t}"
+    out["tables"][t] = sorted([list(r) for r in spark.table(name).collect()])
+    out.setdefault("types", {})[t] = spark.table(name).dtypes
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("server", ["mariadb"], indirect=True)  # the writer and the catalog matter, not the server
+def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
+                                           tmp_path: Any) -> None:
+    """On a Spark that Delta ships jars for: the mirror as tables of the session catalog (a Hive metastore in the
+    test's folder), one namespace per source database (``{database}``), merged by Spark, across two runs with
+    changes between them; two source tables that would share a name are refused before data moves. Where Delta
+    has no jars (4.3) a catalog target is refused (tests/test_lake_types.py)."""
+    assert delta_artifact(pyspark.__version__), "the versions run covers Spark 4.0 to 4.2, which Delta ships jars for"
+    _make(root, 150)
+    script = tmp_path / "catalog_sync.py"
+    script.write_text(CATALOG_SYNC)
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+
+    def run(phase: str) -> dict[str, Any]:
+        out = subprocess.run([sys.executable, str(script), db, str(tmp_path), phase], env=env, cwd=str(tmp_path),
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    other = info.connect(root=True)
+    try:
+        other.cursor().execute(f"CREATE DATABASE `{db}_other`")
+        other.cursor().execute(f"CREATE TABLE `{db}_other`.a (id INT PRIMARY KEY, v INT NOT NULL)")
+        bad = run("bad")
+    finally:
+        other.cursor().execute(f"DROP DATABASE IF EXISTS `{db}_other`")
+        other.close()
+    assert "would both be mirrored as `spark_catalog`.`one`.`a`" in bad["error"], bad
+    assert not os.path.exists(tmp_path / "ck")
+    first = run("sync")
+    assert first["ended"] and first["error"] is None, first
+    _change(root, 40)
+    second = run("sync")
+    assert second["ended"] and second["error"] is None, second
+    for t in TABLES:
+        cols = [*KEYS[t], "v"]
+        got = collections.Counter(tuple(r) for r in second["tables"][t])
+        assert got == _source(info, db, t, cols), t
+    assert second["types"]["a"] == [["id", "int"], ["v", "int"]]
+    history = glob.glob(str(tmp_path / "warehouse" / f"mirror_{db}.db" / "*" / "_delta_log"))
+    assert len(history) == 3
+    for log in history:
+        versions = [v for _, v in _txns(os.path.dirname(log))]
+        assert versions and len(versions) == len(set(versions)), (log, versions)
 
 
 THIN_CLIENT = """

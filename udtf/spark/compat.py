@@ -117,3 +117,15 @@ def stop_when_caught_up(query: Any, poll: float = 0.2) -> threading.Thread | Non
     thread = threading.Thread(target=watch, name="mysql_cdc-once", daemon=True)
     thread.start()
     return thread
+
+
+def delta_in_session(spark: Any) -> bool:
+    """Whether the session writes Delta Lake with Spark (its SQL extension configured, or Databricks, where Delta
+    is built in): the sync then merges with Spark on the executors (``udtf/sync/sinks.py``)."""
+    try:
+        extensions = str(spark.conf.get("spark.sql.extensions", "") or "")
+        if "DeltaSparkSessionExtension" in extensions:
+            return True
+        return bool(spark.conf.get("spark.databricks.clusterUsageTags.clusterId", None))
+    except Exception:  # a session that answers no settings: not known to have Delta
+        return False

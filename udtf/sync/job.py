@@ -88,7 +88,7 @@ class SyncBatches:
     """The ``foreachBatch`` function of a sync: each micro-batch of the envelope stream (option ``tables``)
     split by table, typed again with the schema the capture recorded, and merged into that table's mirror."""
 
-    def __init__(self, mirror: DeltaMirror, state_dir: str, checkpoint: str,
+    def __init__(self, mirror: Any, state_dir: str, checkpoint: str,
                  on_batch: Callable[[BatchStats], None] | None = None, prepare: bool = False) -> None:
         self.mirror = mirror
         self.state_dir = state_dir
@@ -101,6 +101,8 @@ class SyncBatches:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
+        if getattr(self.mirror, "writer", "delta-rs") == "spark":
+            self.mirror.spark = df.sparkSession  # the session the batch runs in (a Connect server's own)
         if self._prepare:
             # a Spark Connect server's batch function: it holds the locks, where it writes (for the life of its
             # process, which is the query's)
@@ -116,6 +118,13 @@ class SyncBatches:
         if self._app_id is None:
             self._app_id = query_app_id(self.checkpoint)
         stats = BatchStats(batch_id)
+        if getattr(self.mirror, "writer", "delta-rs") == "spark":  # merged by Spark: no row comes here
+            self.follow_schemas()
+            self.apply_frame(df, batch_id, stats)
+            stats.seconds = time.monotonic() - started
+            if self.on_batch is not None:
+                self.on_batch(stats)
+            return
         data = df.toArrow()
         stats.collect_seconds = time.monotonic() - started
         stats.rows = data.num_rows
@@ -184,6 +193,55 @@ class SyncBatches:
                 stats.last_commit = max(stats.last_commit or 0.0, ts.timestamp())
 
 
+    def apply_frame(self, df: Any, batch_id: int, stats: BatchStats) -> None:
+        """:meth:`apply` for a mirror Spark writes: the batch is persisted once and each table's rows merged by
+        Spark jobs (:meth:`.spark_mirror.SparkDeltaMirror.apply_frame`); this process sees one row per table."""
+        from pyspark.sql import functions as F
+
+        assert self._app_id is not None
+        store = StateStore(self.state_dir)
+        opts = capture_options(store)
+        df = df.persist()
+        try:
+            groups = (df.groupBy(DATABASE_COLUMN, TABLE_COLUMN)
+                      .agg(F.count(F.lit(1)).alias("n"),
+                           F.max((F.col(OP_COLUMN) == RESET_OP).cast("int")).alias("reset"),
+                           F.max(COMMIT_COLUMN).alias("last")).collect())
+            stats.rows = sum(int(g["n"]) for g in groups)
+            for g in groups:
+                table = TableId(g[DATABASE_COLUMN], g[TABLE_COLUMN])
+                if g["reset"]:
+                    if g["n"] != 1:
+                        raise StateError(f"a batch holds {g['n'] - 1} rows of {str(table)!r} beside its reset")
+                    if self.mirror.reset(table, self._app_id, batch_id):
+                        stats.applied[str(table)] = 1
+                    else:
+                        stats.skipped.append(str(table))
+                    continue
+                schema = store.schema(table)
+                if schema is None:
+                    raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
+                if not schema.primary_key:
+                    if table not in self._ignored:
+                        self._ignored.add(table)
+                        _log.warning("table %s has no primary key: the sync leaves it out (a mirror merges by key); "
+                                     "give it one and start this mirror again to mirror it", table)
+                    stats.ignored.append(str(table))
+                    continue
+                part = df.filter((F.col(DATABASE_COLUMN) == table.database) & (F.col(TABLE_COLUMN) == table.table))
+                t0 = time.monotonic()
+                capture = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
+                if self.mirror.apply_frame(schema, part, capture, self._app_id, batch_id):
+                    stats.applied[str(table)] = int(g["n"])
+                else:
+                    stats.skipped.append(str(table))
+                stats.merge_seconds += time.monotonic() - t0
+                if g["last"] is not None:
+                    stats.last_commit = max(stats.last_commit or 0.0, g["last"].timestamp())
+        finally:
+            df.unpersist()
+
+
 def captured_schemas(store: StateStore) -> list[TableSchema]:
     """The schemas the capture recorded for the tables it holds now: every round's tables, less those a
     round took out (dropped)."""
@@ -203,6 +261,23 @@ def captured_schemas(store: StateStore) -> list[TableSchema]:
     return out
 
 
+def make_mirror(spark: Any, to: str, opts: CdcOptions) -> Any:
+    """The mirror of a sync: written by Spark's Delta where the session has it, else by delta-rs
+    (:func:`.sinks.choose_writer`); the choice is logged (the CLI prints it)."""
+    from mysql_cdc.udtf.spark.compat import delta_in_session
+    from mysql_cdc.udtf.sync.sinks import choose_writer, parse_target
+
+    assert opts.state_dir
+    target = parse_target(to)
+    writer = choose_writer(target, delta_in_session(spark))
+    _log.info("the mirror's Delta tables are written by %s", "Spark" if writer == "spark" else "delta-rs")
+    if writer == "spark":
+        from mysql_cdc.udtf.sync.spark_mirror import SparkDeltaMirror
+
+        return SparkDeltaMirror(spark, target, opts, opts.state_dir)
+    return DeltaMirror(to, opts, opts.state_dir)
+
+
 def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema] | None, to: str, checkpoint: str,
                reader_options: Mapping[str, str], trigger: Mapping[str, Any],
                on_batch: Callable[[BatchStats], None] | None = None, remote: bool = False) -> Any:
@@ -212,7 +287,7 @@ def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema] | None, 
     capture recorded (:func:`captured_schemas`), before the first batch's rows are read."""
     if not opts.state_dir:
         raise ConfigError("the sync job needs a state_dir (the capture's chunk plan, watermarks and schemas)")
-    mirror = DeltaMirror(to, opts, opts.state_dir)
+    mirror = make_mirror(spark, to, opts)
     if not remote:
         assert schemas is not None
         mirror.prepare(schemas)

@@ -61,6 +61,9 @@ def _inside(inner: Location, outer: Location) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/")
 
 
+_NO_TARGET = "\x00no target"  # check_sync_paths for a catalog target: the checkpoint and the state_dir only
+
+
 def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool = False) -> tuple[str, str, str]:
     """The sync's three paths, checked before anything is created: the target local (:func:`local_path`), the
     checkpoint and the state_dir local or on a store :mod:`state.storage` serves (whose bucket is looked at
@@ -69,8 +72,16 @@ def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool =
     only under a folder whose name starts with ``_`` or ``.`` (no mirror table goes there, see
     :func:`.mirror.table_path`), and ``to`` not inside either. Returns them absolute (from a client, or a URI:
     as given)."""
+    from mysql_cdc.udtf.sync.sinks import parse_target
+
+    if parse_target(to).kind == "catalog":  # a namespace: no folder of ours; the other two as before
+        _, checkpoint, state_dir = check_sync_paths(_NO_TARGET, checkpoint, state_dir, remote=remote)
+        return to, checkpoint, state_dir
     given = {"to": to, "checkpoint": checkpoint, "state_dir": state_dir}
-    local_path("to", to, here=not remote)
+    if to == _NO_TARGET:
+        given.pop("to")
+    else:
+        local_path("to", to, here=not remote)
     locs = {what: parse_location(path, what, here=not remote) for what, path in given.items()}
     for what, path in given.items():
         if remote and locs[what].local and not os.path.isabs(path) and not URI_SCHEME.match(path):
@@ -78,9 +89,8 @@ def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool =
                               "working directory")
     if remote:
         return to, checkpoint, state_dir
-    root = locs["to"]
-    for what in ("checkpoint", "state_dir"):
-        p = locs[what]
+    for what in ("checkpoint", "state_dir") if "to" in locs else ():
+        root, p = locs["to"], locs[what]
         if _inside(root, p):
             raise ConfigError(f"to {root.path!r} is inside the {what} {p.path!r}: keep the mirror's tables apart from "
                               f"it (e.g. --to /lake and --{what.replace('_', '-')} /lake/_sync/{what})")
@@ -99,8 +109,8 @@ def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool =
             writable(what, loc.path)
         else:
             check_reachable(loc, what.replace("_", " "))
-    out = [locs[w].path if locs[w].local else given[w] for w in ("to", "checkpoint", "state_dir")]
-    return out[0], out[1], out[2]
+    out = [locs[w].path if locs[w].local else given[w] for w in ("checkpoint", "state_dir")]
+    return (locs["to"].path if "to" in locs else to), out[0], out[1]
 
 
 class SyncLock:
@@ -149,11 +159,16 @@ _HELD: dict[str, tuple[list[SyncLock], Any]] = {}
 _LISTENING: set[int] = set()  # sessions whose ended queries give their locks up (see keep_sync_locks)
 
 
-def hold_sync_locks(state_dir: str, to: str) -> list[SyncLock]:
-    """Lock the target and a local state_dir for a sync (:class:`SyncLock`), or one clear error naming the holder.
-    A lock this process holds for a query that has ended is taken over (its end may not have been heard yet)."""
+def hold_sync_locks(state_dir: str, to: str | None) -> list[SyncLock]:
+    """Lock the target folder (``None`` or a catalog namespace: none) and a local state_dir for a sync
+    (:class:`SyncLock`), or one clear error naming the holder. A lock this process holds for a query that has
+    ended is taken over (its end may not have been heard yet)."""
+    from mysql_cdc.udtf.sync.sinks import parse_target
+
     state = parse_location(state_dir)
-    folders = ([(state.path, LOCK_NAME)] if state.local else []) + [(local_path("to", to), TARGET_LOCK_NAME)]
+    folders = [(state.path, LOCK_NAME)] if state.local else []
+    if to is not None and parse_target(to).kind == "path":
+        folders.append((local_path("to", to), TARGET_LOCK_NAME))
     paths = tuple(os.path.join(os.path.abspath(folder), name) for folder, name in folders)
     for path in paths:
         if path in _HELD:
