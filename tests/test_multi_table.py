@@ -29,7 +29,7 @@ from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import StateStore
 from tests.conftest import ROOT, ConnectServer, _repo_env, wait_until
-from tests.helpers import insert_rows, is_connect, profile_url
+from tests.helpers import give_server_profile, insert_rows, is_connect, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
 from tests.test_streaming import Churn, _checkpoint_state, _remote, _session
@@ -288,6 +288,9 @@ def test_kill_9_of_the_connect_server_under_a_many_table_stream_loses_nothing(
     args = (profile_url(profile), f"tables={db}[.]t.*", state, ck, out)
     opts = {"chunk_size": 200, "chunk_key": CHUNK_KEY.format(db=db)}
     srv = ConnectServer(tmp_path / "server", with_repo=True)
+    # the stream's profile is the server's (a Connect stream cannot use one its client registered)
+    srv.env["MYSQL_CDC_PROFILES_FILE"] = str(tmp_path / "server-profiles.json")
+    give_server_profile(srv.env["MYSQL_CDC_PROFILES_FILE"], "src", profile)
     sessions: list[Any] = []
 
     def session() -> Any:

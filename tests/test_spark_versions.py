@@ -196,6 +196,8 @@ for t in ("a", "b", "c"):
     name = f"spark_catalog.mirror_{db}.{t}"
     out["tables"][t] = sorted([list(r) for r in spark.table(name).collect()])
     out.setdefault("types", {})[t] = spark.table(name).dtypes
+    detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
+    out.setdefault("owner", {})[t] = (detail["properties"] or {}).get("mysql_cdc.sync")
 print(json.dumps(out))
 """
 
@@ -232,14 +234,19 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
     assert not os.path.exists(tmp_path / "ck")
     first = run("sync")
     assert first["ended"] and first["error"] is None, first
+    assert first["types"]["a"] == [["id", "int"], ["v", "int"]]
     _change(root, 40)
+    root.cursor().execute("ALTER TABLE a ADD COLUMN n INT NULL")  # followed: the mirror rewritten with it
+    root.cursor().execute("UPDATE a SET n = id WHERE id < 10")
     second = run("sync")
     assert second["ended"] and second["error"] is None, second
     for t in TABLES:
-        cols = [*KEYS[t], "v"]
+        cols = [*KEYS[t], "v", *(["n"] if t == "a" else [])]
         got = collections.Counter(tuple(r) for r in second["tables"][t])
         assert got == _source(info, db, t, cols), t
-    assert second["types"]["a"] == [["id", "int"], ["v", "int"]]
+    assert second["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
+    # the rewrite kept the table's owner (the capture's sync id), which the next run checks
+    assert second["owner"] == first["owner"] and len(set(first["owner"].values())) == 1 and first["owner"]["a"]
     history = glob.glob(str(tmp_path / "warehouse" / f"mirror_{db}.db" / "*" / "_delta_log"))
     assert len(history) == 3
     for log in history:

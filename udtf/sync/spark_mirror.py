@@ -43,11 +43,12 @@ TXN_APP, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databrick
 _RANK = "__mysql_cdc_rank"
 
 
-def _spark_schema(schema: pa.Schema) -> Any:
-    """Spark's schema of an Arrow schema, every field nullable (what ``mapInArrow`` hands back)."""
+def _spark_schema(schema: pa.Schema, nullable: bool = True) -> Any:
+    """Spark's schema of an Arrow schema, every field nullable (what ``mapInArrow`` hands back) unless
+    ``nullable`` is false (then as the Arrow schema says: a rewrite's key columns stay NOT NULL)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(pa.schema([f.with_nullable(True) for f in schema]))
+    return from_arrow_schema(pa.schema([f.with_nullable(True) for f in schema]) if nullable else schema)
 
 
 def _types(schema: Any) -> list[tuple[str, str]]:
@@ -165,10 +166,11 @@ class SparkDeltaMirror:
     def _version(self, session: Any, table: TableId) -> int:
         return int(session.sql(f"DESCRIBE HISTORY {self.name(table)} LIMIT 1").collect()[0]["version"])
 
-    def evolve(self, schema: TableSchema, app_id: str | None = None, batch_id: int | None = None) -> bool:
-        """Bring the mirror to ``schema``'s columns if it has others: an empty table gets them; a table with rows
-        is rewritten with them, its rows moved by the capture's history (``evolve_rows``), in one overwrite (with
-        the batch's transaction when a batch asks). True when it changed the table."""
+    def evolve(self, schema: TableSchema) -> bool:
+        """Bring the mirror to ``schema``'s columns if it has others: the table is rewritten with them, its rows
+        moved by the capture's history (``evolve_rows``), in one overwrite. Without the batch's transaction: the
+        batch's MERGE carries it (Delta would skip a MERGE whose batch the rewrite had claimed), and a rewrite
+        done twice gives the same table. True when it changed the table."""
         want = self._want(schema)
         want_types = _types(_spark_schema(want))
         if self._columns.get(schema.table) == want_types:
@@ -194,24 +196,18 @@ class SparkDeltaMirror:
                                  f"no schema the capture recorded for the table had (now {want_types!r}): start this "
                                  "mirror again (a new target, checkpoint and state_dir)")
             renamed = {}
-        nullable = pa.schema([f.with_nullable(True) for f in want])
         moves = renamed
+        keys = set(schema.primary_key)
+        want = pa.schema([f.with_nullable(f.name not in keys) for f in want])  # as the table was created
 
         def move(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
-                yield from evolve_rows(pa.Table.from_batches([b]), nullable, moves).to_batches()
+                yield from evolve_rows(pa.Table.from_batches([b]), want, moves).to_batches()
 
-        moved = current.mapInArrow(move, _spark_schema(want))
+        # the frame's key columns NOT NULL (Delta cannot make a column NOT NULL afterwards), the others nullable;
         # one overwrite of the table's folder: its properties (the sync id) and its name in a catalog stay
-        if app_id is not None and batch_id is not None:
-            self._txn(self.spark, app_id, batch_id)
-        try:
-            moved.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location)
-        finally:
-            if app_id is not None:
-                self._untxn(self.spark)
-        for k in schema.primary_key:  # NOT NULL again for the key (the overwrite took the frame's nullability)
-            self.spark.sql(f"ALTER TABLE {name} ALTER COLUMN {quote(k)} SET NOT NULL")
+        moved = current.mapInArrow(move, _spark_schema(want, nullable=False))
+        moved.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location)
         self._columns[schema.table] = want_types
         _log.warning("mirror of %s: columns now %s", schema.table, [n for n, _ in want_types])
         return True
@@ -238,7 +234,7 @@ class SparkDeltaMirror:
 
         if schema.table not in self._columns:
             self.prepare([schema])
-        self.evolve(schema, app_id, batch_id)
+        self.evolve(schema)
         want = self._want(schema)
         typed = rows.select(VALUES_COLUMN, OP_COLUMN, SEQ_COLUMN).mapInArrow(
             decode_batches(capture, want),
