@@ -19,6 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ from mysql_cdc.udtf.sync.mirror import DeltaMirror, check_tables
 from mysql_cdc.udtf.sync.target import SyncLock, hold_sync_locks
 
 APP_PREFIX = "mysql_cdc.sync:"
+MERGE_THREADS = 4  # tables of a batch merged at once by the Spark writer (each a Spark job)
 _log = logging.getLogger("mysql_cdc.sync")
 # batches the driver holds whole (each micro-batch is collected into it): a few hundred MB at most
 SYNC_DEFAULTS = {"max_chunks_per_batch": "4", "max_rows_per_batch": "200000", "max_bytes_per_batch": str(64 << 20)}
@@ -208,6 +210,7 @@ class SyncBatches:
                            F.max((F.col(OP_COLUMN) == RESET_OP).cast("int")).alias("reset"),
                            F.max(COMMIT_COLUMN).alias("last")).collect())
             stats.rows = sum(int(g["n"]) for g in groups)
+            merges: list[tuple[Any, TableSchema, Any]] = []  # (group, schema, rows): merged together below
             for g in groups:
                 table = TableId(g[DATABASE_COLUMN], g[TABLE_COLUMN])
                 if g["reset"]:
@@ -229,13 +232,24 @@ class SyncBatches:
                     stats.ignored.append(str(table))
                     continue
                 part = df.filter((F.col(DATABASE_COLUMN) == table.database) & (F.col(TABLE_COLUMN) == table.table))
-                t0 = time.monotonic()
+                merges.append((g, schema, part))
+            t0 = time.monotonic()
+            app_id, together = self._app_id, len(merges) > 1
+
+            def merge(item: tuple[Any, TableSchema, Any]) -> bool:
+                _, schema, part = item
                 capture = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
-                if self.mirror.apply_frame(schema, part, capture, self._app_id, batch_id):
-                    stats.applied[str(table)] = int(g["n"])
+                return bool(self.mirror.apply_frame(schema, part, capture, app_id, batch_id, own_session=together))
+
+            # the batch's tables merge at the same time, each MERGE a Spark job of its own (its own session)
+            with ThreadPoolExecutor(max_workers=min(MERGE_THREADS, max(1, len(merges)))) as pool:
+                done = list(pool.map(merge, merges))
+            stats.merge_seconds += time.monotonic() - t0
+            for (g, schema, _), merged in zip(merges, done):
+                if merged:
+                    stats.applied[str(schema.table)] = int(g["n"])
                 else:
-                    stats.skipped.append(str(table))
-                stats.merge_seconds += time.monotonic() - t0
+                    stats.skipped.append(str(schema.table))
                 if g["last"] is not None:
                     stats.last_commit = max(stats.last_commit or 0.0, g["last"].timestamp())
         finally:

@@ -226,9 +226,12 @@ class SparkDeltaMirror:
             self._untxn(session)
         return self._version(session, table) != before
 
-    def apply_frame(self, schema: TableSchema, rows: Any, capture: pa.Schema, app_id: str, batch_id: int) -> bool:
+    def apply_frame(self, schema: TableSchema, rows: Any, capture: pa.Schema, app_id: str, batch_id: int,
+                    own_session: bool = False) -> bool:
         """Merge one batch's rows of one table (a DataFrame of the stream's rows of that table) with one MERGE,
-        run by Spark; false when the table's log holds this batch already (Delta skipped it)."""
+        run by Spark; false when the table's log holds this batch already (Delta skipped it). ``own_session``:
+        the MERGE runs in a new session of its own (a classic one), whose settings (the batch's transaction) no
+        other table's MERGE running at the same time sees."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -247,11 +250,17 @@ class SparkDeltaMirror:
                          F.col(OP_COLUMN).isin(*DELETE_OPS).alias(DELETE_COLUMN)))
         session = final.sparkSession
         view = f"mysql_cdc_batch_{uuid.uuid4().hex}"
-        final.createOrReplaceTempView(view)
+        shared = own_session and not type(session).__module__.startswith("pyspark.sql.connect")
+        if shared:  # a view every session of this Spark sees, merged from a session of its own
+            final.createOrReplaceGlobalTempView(view)
+            source, session = f"global_temp.{view}", session.newSession()
+        else:
+            final.createOrReplaceTempView(view)
+            source = view
         cols = [quote(f.name) for f in want]
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in schema.primary_key)
         flag = f"s.{quote(DELETE_COLUMN)}"
-        sql = (f"MERGE INTO {self.name(schema.table)} AS t USING {view} AS s ON {on} "
+        sql = (f"MERGE INTO {self.name(schema.table)} AS t USING {source} AS s ON {on} "
                f"WHEN MATCHED AND {flag} THEN DELETE "
                f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
                f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({', '.join(cols)}) "
@@ -262,7 +271,10 @@ class SparkDeltaMirror:
             session.sql(sql)
         finally:
             self._untxn(session)
-            session.catalog.dropTempView(view)
+            if shared:
+                session.catalog.dropGlobalTempView(view)
+            else:
+                session.catalog.dropTempView(view)
         return self._version(session, schema.table) != before
 
 
