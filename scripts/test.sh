@@ -14,15 +14,18 @@ set +e
 timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-3000}" .venv/bin/python -m pytest -p no:cacheprovider --durations=15 \
   -m "not versions" "$@"
 rc=$?
-# what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh)
+# what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);
+# the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on the newest Spark Delta ships for
 for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
   [ $# -eq 0 ] || break  # a run narrowed by arguments runs the main version only
   server="${pair%%:*}" client="${pair##*:}"
+  narrow=()
+  [ "$server" = 4.2.1 ] || narrow=(-k "not catalog_namespace")
   echo "== pyspark $server (thin client pyspark-client $client)"
   MYSQL_CDC_SPARK_VERSION="$server" PYSPARK_PYTHON="$PWD/.venv-spark-$server/bin/python" \
     MYSQL_CDC_CLIENT_PYTHON="$PWD/.venv-client-$client/bin/python" \
     timeout -k 30 900 ".venv-spark-$server/bin/python" -m pytest -p no:cacheprovider --durations=5 -m versions \
-    tests/test_spark_versions.py
+    tests/test_spark_versions.py "${narrow[@]}"
   v=$?
   [ $v -eq 0 ] || rc=$v
 done
