@@ -18,13 +18,14 @@ The same contract as :class:`~mysql_cdc.udtf.sync.mirror.DeltaMirror`:
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.errors import StateError, TableError
+from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
@@ -34,7 +35,7 @@ from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.schema.evolve import evolve_rows
 from mysql_cdc.udtf.sync.lake_types import to_lake
 from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, DELETE_OPS, ORDER_COLUMN
-from mysql_cdc.udtf.sync.mirror import check_tables, delta_schema, mirror_renames, table_path
+from mysql_cdc.udtf.sync.mirror import _SYNC_ID, check_tables, delta_schema, mirror_renames, table_path
 from mysql_cdc.udtf.sync.sinks import Target, check_names, quote
 
 _log = logging.getLogger("mysql_cdc.sync")
@@ -129,7 +130,9 @@ class SparkDeltaMirror:
         for s in schemas:
             detail = self._detail(s.table)
             if detail is not None:
-                owner = (detail["properties"] or {}).get(SYNC_PROPERTY)
+                # made by this writer (a table property) or by delta-rs (the sync id in the description)
+                described = _SYNC_ID.search(str(detail["description"] or ""))
+                owner = (detail["properties"] or {}).get(SYNC_PROPERTY) or (described and described.group(1))
                 if owner != sync_id:
                     by = f"by the sync {owner!r}" if owner else "by something other than this job"
                     raise TableError(f"the Delta table {self.name(s.table)} for {str(s.table)!r} was made {by}, not "
@@ -137,6 +140,9 @@ class SparkDeltaMirror:
                                      "merges only into tables it made; sync into another target, or use the "
                                      "checkpoint and state_dir that made this one")
                 self.evolve(s)
+            elif self.target.kind == "path" and _not_empty(table_path(self.target.value, s.table)):
+                raise ConfigError(f"{table_path(self.target.value, s.table)!r} exists and is not a Delta table; the "
+                                  f"mirror of {str(s.table)!r} goes there: move it away or sync into another target")
             elif store.mirror(s.table) is not None:
                 raise StateError(f"the Delta table of {str(s.table)!r} that this capture made at "
                                  f"{store.mirror(s.table)!r} is missing at {self.name(s.table)}, and rows were merged "
@@ -148,8 +154,9 @@ class SparkDeltaMirror:
             want = self._want(s)
             if self.target.kind == "catalog":
                 self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.target.namespace(s.table)}")
+            comment = f"mirror of {s.table} by pyspark-mysql-cdc, sync {sync_id}"  # as delta-rs describes its own
             self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.name(s.table)} ({self._ddl(want, s.primary_key)}) "
-                           f"USING delta COMMENT {_literal(f'mirror of {s.table} by pyspark-mysql-cdc')} "
+                           f"USING delta COMMENT {_literal(comment)} "
                            f"TBLPROPERTIES ({_literal(SYNC_PROPERTY)} = {_literal(sync_id)})")
             store.record_mirror(s.table, self.name(s.table))
             self._columns[s.table] = _types(_spark_schema(want))
@@ -276,6 +283,11 @@ class SparkDeltaMirror:
             else:
                 session.catalog.dropTempView(view)
         return self._version(session, schema.table) != before
+
+
+def _not_empty(path: str) -> bool:
+    """A local folder (or file) that is there and not empty (a URI: not looked at here)."""
+    return os.path.lexists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
 
 
 def _literal(text: str) -> str:
