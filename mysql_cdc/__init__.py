@@ -112,8 +112,11 @@ def split(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str,
 def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, source: str | None = None,
          exclude: str | None = None, profiles: Any = None, trigger_seconds: float = 1.0, once: bool = False,
          on_batch: Any = None, **options: Any) -> Any:
-    """Mirror the matched tables into Delta tables at ``<to>/<database>/<table>``, exactly once, and keep them
-    mirrored: a streaming query (returned, started) that applies each micro-batch with one MERGE per table.
+    """Mirror the matched tables into Delta tables, exactly once, and keep them mirrored: a streaming query
+    (returned, started) that applies each micro-batch with one MERGE per table. ``to`` is a catalog namespace
+    (``main.mirror``, ``lake.mirror_{database}``: tables ``<to>.<table>``) where the session has Delta's Spark
+    classes (then Spark merges on the executors), or a folder (``<to>/<database>/<table>``; without Delta in
+    the session written by delta-rs in the driver): :mod:`mysql_cdc.udtf.sync.sinks`.
 
     ``tables`` / ``exclude`` are the data source's patterns, ``checkpoint`` Spark's checkpoint location and
     ``state_dir`` the capture's (keep both with the target). ``once`` stops at the binlog end taken at the start
