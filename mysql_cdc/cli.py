@@ -482,8 +482,8 @@ def cmd_sync(ns: argparse.Namespace) -> int:
 
 def with_delta_jars(ns: argparse.Namespace) -> None:
     """Add Delta Lake's Spark jars, its SQL extension and catalog to the sync's Spark settings (``--conf``) when
-    ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta has jars for this pyspark; said
-    in one line. Settings the user gave win."""
+    ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta has jars for this pyspark; the
+    writer is said in one line on stdout (stderr is for errors). Settings the user gave win."""
     import pyspark
 
     from mysql_cdc.udtf.sync.sinks import delta_artifact
@@ -498,14 +498,14 @@ def with_delta_jars(ns: argparse.Namespace) -> None:
                               "ships none for it (it does for 4.0, 4.1 and 4.2): use --writer delta-rs, or give "
                               "the jars with --conf spark.jars.packages=... --conf spark.sql.extensions=...")
         print(f"mysql-cdc: Delta tables written by delta-rs (Delta Lake has no Spark jars for pyspark "
-              f"{pyspark.__version__})", file=_err())
+              f"{pyspark.__version__})", flush=True)
         return
     conf = [("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
             ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")]
     if "spark.jars.packages" not in given:
         conf.append(("spark.jars.packages", artifact))
     ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]
-    print(f"mysql-cdc: Delta tables written by Spark ({artifact}), merged on the executors", file=_err())
+    print(f"mysql-cdc: Delta tables written by Spark ({artifact}), merged on the executors", flush=True)
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
