@@ -1,10 +1,11 @@
 """The sync job (``mysql_cdc.sync``, ``mysql-cdc sync``): a whole database mirrored into Delta tables.
 
 A Structured Streaming query reads the matched tables (the ``mysql_cdc`` stream: snapshot, then binlog) and
-``foreachBatch`` applies each micro-batch to one Delta table per source table, at ``<to>/<database>/<table>``:
-each table's rows of the batch become one MERGE of their final image per key (:mod:`.last_image`), which
-upserts and deletes (:mod:`.mirror`). The paths are checked, and locked, before anything is created
-(:mod:`.target`).
+``foreachBatch`` applies each micro-batch to one Delta table per source table: each table's rows of the batch
+become one MERGE of their final image per key (:mod:`.last_image`), which upserts and deletes; by Spark on the
+executors where the session has Delta (:mod:`.spark_mirror`, a catalog namespace or a folder), else by delta-rs
+in this process (:mod:`.mirror`, a folder ``<to>/<database>/<table>``): :mod:`.sinks` decides. The paths are
+checked, and locked, before anything is created (:mod:`.target`).
 
 Exactly once across crashes: every MERGE commits, in the same Delta commit, a transaction action
 ``(app id, batch id)`` (Delta's idempotent writes, ``txnAppId`` / ``txnVersion``), where the app id is the
@@ -193,7 +194,6 @@ class SyncBatches:
             ts = pc.max(part.column(COMMIT_COLUMN)).as_py()
             if ts is not None:
                 stats.last_commit = max(stats.last_commit or 0.0, ts.timestamp())
-
 
     def apply_frame(self, df: Any, batch_id: int, stats: BatchStats) -> None:
         """:meth:`apply` for a mirror Spark writes: the batch is persisted once and each table's rows merged by
