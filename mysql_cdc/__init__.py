@@ -129,7 +129,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, tighten_umask
-    from mysql_cdc.udtf.spark.compat import check_pyspark, once_trigger, stop_when_caught_up
+    from mysql_cdc.udtf.spark.compat import check_pyspark, delta_in_session, once_trigger, stop_when_caught_up
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS, start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
@@ -167,14 +167,16 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     if once:
         merged["once"] = "true"
     if remote:  # the server's batch function locks, where it writes
-        query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)
+        query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote,
+                           delta_in_session(spark))
         if once:
             stop_when_caught_up(query)
         return query
     tighten_umask()
     locks = hold_sync_locks(state_dir, to)
     try:
-        query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote)
+        query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote,
+                           delta_in_session(spark))
     except BaseException:
         release_sync_locks(locks)
         raise

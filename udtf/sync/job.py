@@ -275,15 +275,15 @@ def captured_schemas(store: StateStore) -> list[TableSchema]:
     return out
 
 
-def make_mirror(spark: Any, to: str, opts: CdcOptions) -> Any:
-    """The mirror of a sync: written by Spark's Delta where the session has it, else by delta-rs
+def make_mirror(spark: Any, to: str, opts: CdcOptions, delta_in_session: bool) -> Any:
+    """The mirror of a sync: written by Spark's Delta where the session has it (the caller asks
+    ``udtf/spark/compat.py``: this layer does not import the Spark surfaces), else by delta-rs
     (:func:`.sinks.choose_writer`); the choice is logged (the CLI prints it)."""
-    from mysql_cdc.udtf.spark.compat import delta_in_session
     from mysql_cdc.udtf.sync.sinks import choose_writer, parse_target
 
     assert opts.state_dir
     target = parse_target(to)
-    writer = choose_writer(target, delta_in_session(spark))
+    writer = choose_writer(target, delta_in_session)
     _log.info("the mirror's Delta tables are written by %s", "Spark" if writer == "spark" else "delta-rs")
     if writer == "spark":
         from mysql_cdc.udtf.sync.spark_mirror import SparkDeltaMirror
@@ -294,14 +294,15 @@ def make_mirror(spark: Any, to: str, opts: CdcOptions) -> Any:
 
 def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema] | None, to: str, checkpoint: str,
                reader_options: Mapping[str, str], trigger: Mapping[str, Any],
-               on_batch: Callable[[BatchStats], None] | None = None, remote: bool = False) -> Any:
+               on_batch: Callable[[BatchStats], None] | None = None, remote: bool = False,
+               delta_in_session: bool = False) -> Any:
     """Create or check the mirror tables of ``schemas``, then start the streaming query; returns it. From a Spark
     Connect client (``remote``, no ``schemas``) the batch function runs in the server, whose file system holds
     the target, and whose stream described the tables: they are created or checked there from what the
     capture recorded (:func:`captured_schemas`), before the first batch's rows are read."""
     if not opts.state_dir:
         raise ConfigError("the sync job needs a state_dir (the capture's chunk plan, watermarks and schemas)")
-    mirror = make_mirror(spark, to, opts)
+    mirror = make_mirror(spark, to, opts, delta_in_session)
     if not remote:
         assert schemas is not None
         mirror.prepare(schemas)
