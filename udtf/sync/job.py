@@ -71,6 +71,16 @@ class BatchStats:
     merge_seconds: float = 0.0
     last_commit: float | None = None  # commit time of the latest change applied, seconds since the epoch
 
+    def count(self, table: TableId, merged: bool, rows: int, last: Any) -> None:
+        """One table's part of the batch: merged (``rows``) or skipped (its mirror had the batch already), and
+        the commit time of its latest change (a datetime, or ``None``)."""
+        if merged:
+            self.applied[str(table)] = rows
+        else:
+            self.skipped.append(str(table))
+        if last is not None:
+            self.last_commit = max(self.last_commit or 0.0, last.timestamp())
+
 
 def query_app_id(checkpoint: str) -> str:
     """The app id of a sync's Delta transactions: the streaming query's id, which Spark keeps in the
@@ -104,7 +114,8 @@ class SyncBatches:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        if getattr(self.mirror, "writer", "delta-rs") == "spark":
+        by_spark = getattr(self.mirror, "writer", "delta-rs") == "spark"  # merged by Spark: no row comes here
+        if by_spark:
             self.mirror.spark = df.sparkSession  # the session the batch runs in (a Connect server's own)
         if self._prepare:
             # a Spark Connect server's batch function: it holds the locks, where it writes (for the life of its
@@ -121,19 +132,16 @@ class SyncBatches:
         if self._app_id is None:
             self._app_id = query_app_id(self.checkpoint)
         stats = BatchStats(batch_id)
-        if getattr(self.mirror, "writer", "delta-rs") == "spark":  # merged by Spark: no row comes here
+        if by_spark:
             self.follow_schemas()
             self.apply_frame(df, batch_id, stats)
-            stats.seconds = time.monotonic() - started
-            if self.on_batch is not None:
-                self.on_batch(stats)
-            return
-        data = df.toArrow()
-        stats.collect_seconds = time.monotonic() - started
-        stats.rows = data.num_rows
-        self.follow_schemas()
-        if data.num_rows:
-            self.apply(data, batch_id, stats)
+        else:
+            data = df.toArrow()
+            stats.collect_seconds = time.monotonic() - started
+            stats.rows = data.num_rows
+            self.follow_schemas()
+            if data.num_rows:
+                self.apply(data, batch_id, stats)
         stats.seconds = time.monotonic() - started
         if self.on_batch is not None:
             self.on_batch(stats)
@@ -156,27 +164,9 @@ class SyncBatches:
             db, tb = name.split("\x00")
             table = TableId(db, tb)
             part = data.filter(pc.equal(names, name))
-            if RESET_OP in part.column(OP_COLUMN).to_pylist():
-                # the table left the capture (the batch is the statement that took it out, alone): its rows go
-                if part.num_rows != 1:
-                    raise StateError(f"a batch holds {part.num_rows - 1} rows of {str(table)!r} beside its reset")
-                if self.mirror.reset(table, self._app_id, batch_id):
-                    stats.applied[str(table)] = 1
-                else:
-                    stats.skipped.append(str(table))
-                continue
-            schema = store.schema(table)
+            schema = self._to_merge(table, part.num_rows, RESET_OP in part.column(OP_COLUMN).to_pylist(), store,
+                                    batch_id, stats)
             if schema is None:
-                raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
-            if not schema.primary_key:
-                # a table without a key that started to match while the job ran (at the start such a table is
-                # an error): the stream captures it from then on, whatever the patterns say after a restart,
-                # and a mirror cannot merge it. Said once per run, counted in every batch.
-                if table not in self._ignored:
-                    self._ignored.add(table)
-                    _log.warning("table %s has no primary key: the sync leaves it out (a mirror merges by key); "
-                                 "give it one and start this mirror again to mirror it", table)
-                stats.ignored.append(str(table))
                 continue
             t0 = time.monotonic()
             typed = decode_rows(part.column(VALUES_COLUMN).to_pylist(),
@@ -187,13 +177,33 @@ class SyncBatches:
             stats.decode_seconds += t1 - t0
             merged = self.mirror.apply(schema, rows, self._app_id, batch_id)
             stats.merge_seconds += time.monotonic() - t1
-            if merged:
-                stats.applied[str(table)] = part.num_rows
-            else:
-                stats.skipped.append(str(table))
-            ts = pc.max(part.column(COMMIT_COLUMN)).as_py()
-            if ts is not None:
-                stats.last_commit = max(stats.last_commit or 0.0, ts.timestamp())
+            stats.count(table, merged, part.num_rows, pc.max(part.column(COMMIT_COLUMN)).as_py())
+
+    def _to_merge(self, table: TableId, rows: int, reset: bool, store: StateStore, batch_id: int,
+                  stats: BatchStats) -> TableSchema | None:
+        """What a batch's rows of ``table`` ask before any merge: a reset (the table left the capture; the batch
+        is the statement that took it out, alone: its mirror's rows go), done here; a table without a key, left
+        out; else the schema to merge them with."""
+        assert self._app_id is not None
+        if reset:
+            if rows != 1:
+                raise StateError(f"a batch holds {rows - 1} rows of {str(table)!r} beside its reset")
+            stats.count(table, self.mirror.reset(table, self._app_id, batch_id), 1, None)
+            return None
+        schema = store.schema(table)
+        if schema is None:
+            raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
+        if not schema.primary_key:
+            # a table without a key that started to match while the job ran (at the start such a table is an
+            # error): the stream captures it from then on, whatever the patterns say after a restart, and a
+            # mirror cannot merge it. Said once per run, counted in every batch.
+            if table not in self._ignored:
+                self._ignored.add(table)
+                _log.warning("table %s has no primary key: the sync leaves it out (a mirror merges by key); "
+                             "give it one and start this mirror again to mirror it", table)
+            stats.ignored.append(str(table))
+            return None
+        return schema
 
     def apply_frame(self, df: Any, batch_id: int, stats: BatchStats) -> None:
         """:meth:`apply` for a mirror Spark writes: the batch is persisted once and each table's rows merged by
@@ -213,23 +223,8 @@ class SyncBatches:
             merges: list[tuple[Any, TableSchema, Any]] = []  # (group, schema, rows): merged together below
             for g in groups:
                 table = TableId(g[DATABASE_COLUMN], g[TABLE_COLUMN])
-                if g["reset"]:
-                    if g["n"] != 1:
-                        raise StateError(f"a batch holds {g['n'] - 1} rows of {str(table)!r} beside its reset")
-                    if self.mirror.reset(table, self._app_id, batch_id):
-                        stats.applied[str(table)] = 1
-                    else:
-                        stats.skipped.append(str(table))
-                    continue
-                schema = store.schema(table)
+                schema = self._to_merge(table, int(g["n"]), bool(g["reset"]), store, batch_id, stats)
                 if schema is None:
-                    raise StateError(f"rows of {str(table)!r} came without a recorded schema under {self.state_dir!r}")
-                if not schema.primary_key:
-                    if table not in self._ignored:
-                        self._ignored.add(table)
-                        _log.warning("table %s has no primary key: the sync leaves it out (a mirror merges by key); "
-                                     "give it one and start this mirror again to mirror it", table)
-                    stats.ignored.append(str(table))
                     continue
                 part = df.filter((F.col(DATABASE_COLUMN) == table.database) & (F.col(TABLE_COLUMN) == table.table))
                 merges.append((g, schema, part))
@@ -246,12 +241,7 @@ class SyncBatches:
                 done = list(pool.map(merge, merges))
             stats.merge_seconds += time.monotonic() - t0
             for (g, schema, _), merged in zip(merges, done):
-                if merged:
-                    stats.applied[str(schema.table)] = int(g["n"])
-                else:
-                    stats.skipped.append(str(schema.table))
-                if g["last"] is not None:
-                    stats.last_commit = max(stats.last_commit or 0.0, g["last"].timestamp())
+                stats.count(schema.table, merged, int(g["n"]), g["last"])
         finally:
             df.unpersist()
 

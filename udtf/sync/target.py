@@ -61,24 +61,19 @@ def _inside(inner: Location, outer: Location) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/")
 
 
-_NO_TARGET = "\x00no target"  # check_sync_paths for a catalog target: the checkpoint and the state_dir only
-
-
 def check_sync_paths(to: str, checkpoint: str, state_dir: str, *, remote: bool = False) -> tuple[str, str, str]:
     """The sync's three paths, checked before anything is created: the target local (:func:`local_path`), the
     checkpoint and the state_dir local or on a store :mod:`state.storage` serves (whose bucket is looked at
     once), none empty, local ones writable where they run (absolute from a Spark Connect client, whose server
     resolves them), and apart from each other's contents: the checkpoint and the state_dir may be inside ``to``
     only under a folder whose name starts with ``_`` or ``.`` (no mirror table goes there, see
-    :func:`.mirror.table_path`), and ``to`` not inside either. Returns them absolute (from a client, or a URI:
-    as given)."""
+    :func:`.mirror.table_path`), and ``to`` not inside either; a ``to`` that is a catalog namespace
+    (:func:`.sinks.parse_target`) is no folder: the other two only. Returns them absolute (from a client, a URI or
+    a namespace: as given)."""
     from mysql_cdc.udtf.sync.sinks import parse_target
 
-    if parse_target(to).kind == "catalog":  # a namespace: no folder of ours; the other two as before
-        _, checkpoint, state_dir = check_sync_paths(_NO_TARGET, checkpoint, state_dir, remote=remote)
-        return to, checkpoint, state_dir
     given = {"to": to, "checkpoint": checkpoint, "state_dir": state_dir}
-    if to == _NO_TARGET:
+    if parse_target(to).kind == "catalog":  # a namespace: no folder of ours; the other two as before
         given.pop("to")
     else:
         local_path("to", to, here=not remote)
