@@ -111,12 +111,13 @@ def split(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str,
 
 def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, source: str | None = None,
          exclude: str | None = None, profiles: Any = None, trigger_seconds: float = 1.0, once: bool = False,
-         on_batch: Any = None, **options: Any) -> Any:
-    """Mirror the matched tables into Delta tables, exactly once, and keep them mirrored: a streaming query
-    (returned, started) that applies each micro-batch with one MERGE per table. ``to`` is a catalog namespace
-    (``main.mirror``, ``lake.mirror_{database}``: tables ``<to>.<table>``) where the session has Delta's Spark
-    classes (then Spark merges on the executors), or a folder (``<to>/<database>/<table>``; without Delta in
-    the session written by delta-rs in the driver): :mod:`mysql_cdc.udtf.sync.sinks`.
+         on_batch: Any = None, format: str = "delta", **options: Any) -> Any:
+    """Mirror the matched tables into Delta or Iceberg tables (``format``), exactly once, and keep them
+    mirrored: a streaming query (returned, started) that applies each micro-batch with one MERGE per table.
+    ``to`` is a catalog namespace (``main.mirror``, ``lake.mirror_{database}``: tables ``<to>.<table>``) where
+    the session has the format's Spark classes (then Spark merges on the executors), or, for Delta, a folder
+    (``<to>/<database>/<table>``; without Delta in the session written by delta-rs in the driver):
+    :mod:`mysql_cdc.udtf.sync.sinks`.
 
     ``tables`` / ``exclude`` are the data source's patterns, ``checkpoint`` Spark's checkpoint location and
     ``state_dir`` the capture's (keep both with the target). ``once`` stops at the binlog end taken at the start
@@ -129,10 +130,11 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, tighten_umask
-    from mysql_cdc.udtf.spark.compat import check_pyspark, delta_in_session, once_trigger, stop_when_caught_up
+    from mysql_cdc.udtf.spark.compat import check_pyspark, lake_formats, once_trigger, stop_when_caught_up
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS, start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
+    from mysql_cdc.udtf.sync.sinks import check_format, choose_writer, parse_target
     from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks, release_sync_locks
 
     remote = _is_connect(spark)
@@ -143,6 +145,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     # every path checked before anything is created; made absolute in a classic session (Spark resolves the
     # checkpoint in the JVM, the batch function in this process: one meaning)
     to, checkpoint, state_dir = check_sync_paths(to, checkpoint, state_dir, remote=remote)
+    choose_writer(parse_target(to), lake_formats(spark), check_format(format))  # the format and its writer, too
     given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
     merged = {**SYNC_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
     opts = parse_options(merged)
@@ -168,7 +171,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
         merged["once"] = "true"
     if remote:  # the server's batch function locks, where it writes
         query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote,
-                           delta_in_session(spark))
+                           lake_formats(spark), format)
         if once:
             stop_when_caught_up(query)
         return query
@@ -176,7 +179,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     locks = hold_sync_locks(state_dir, to)
     try:
         query = start_sync(spark, opts, schemas, to, checkpoint, merged, trigger, on_batch, remote,
-                           delta_in_session(spark))
+                           lake_formats(spark), format)
     except BaseException:
         release_sync_locks(locks)
         raise

@@ -438,7 +438,8 @@ def cmd_follow(ns: argparse.Namespace) -> int:
 
 
 def cmd_sync(ns: argparse.Namespace) -> int:
-    """Mirror the matched tables into Delta tables and keep them mirrored (mysql_cdc.sync with local Spark)."""
+    """Mirror the matched tables into Delta or Iceberg tables and keep them mirrored (mysql_cdc.sync with local
+    Spark)."""
     from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks
 
     # before Spark starts: a bad path, or another sync on them (it holds locks in both folders), is one line
@@ -454,7 +455,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     extra = dict(_stream_options(ns))
     query = mysql_cdc.sync(spark, to=ns.to, checkpoint=ns.checkpoint, state_dir=ns.state_dir, tables=ns.tables,
                            source=ns.source, exclude=ns.exclude, trigger_seconds=ns.interval, once=ns.once,
-                           on_batch=batches.append, **extra)
+                           on_batch=batches.append, format=ns.format, **extra)
     progress, shown = Progress(), 0
 
     def report() -> None:
@@ -481,14 +482,43 @@ def cmd_sync(ns: argparse.Namespace) -> int:
 
 
 def with_delta_jars(ns: argparse.Namespace) -> None:
-    """Add Delta Lake's Spark jars, its SQL extension and catalog to the sync's Spark settings (``--conf``) when
-    ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta has jars for this pyspark; the
-    writer is said in one line on stdout (stderr is for errors). Settings the user gave win."""
+    """Add the format's Spark jars, SQL extension (and for Delta its catalog) to the sync's Spark settings
+    (``--conf``): for Iceberg always (Iceberg has runtimes for Spark 4.0 and 4.1; the target's catalog is the
+    user's, checked here), for Delta when ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta
+    has jars for this pyspark. The writer is said in one line on stdout (stderr is for errors). Settings the user
+    gave win."""
     import pyspark
 
-    from mysql_cdc.udtf.sync.sinks import delta_artifact
+    from mysql_cdc.udtf.sync.sinks import delta_artifact, iceberg_artifact, parse_target
 
     given = {k for k, _ in ns.conf}
+    if getattr(ns, "format", "delta") == "iceberg":
+        artifact = iceberg_artifact(pyspark.__version__)
+        target = parse_target(ns.to)
+        if ns.writer == "delta-rs":
+            raise ConfigError("--writer delta-rs writes Delta tables only: drop it for --format iceberg")
+        if target.kind != "catalog":
+            raise ConfigError(f"an Iceberg mirror goes into a catalog namespace, not the folder {ns.to!r}: give "
+                              "--to <catalog>.<namespace>, e.g. --to lake.mirror_{database} with --conf "
+                              "spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog --conf "
+                              "spark.sql.catalog.lake.type=hadoop --conf spark.sql.catalog.lake.warehouse=/lake")
+        catalog = target.catalog()
+        if f"spark.sql.catalog.{catalog}" not in given:
+            raise ConfigError(f"the catalog {catalog!r} of --to {ns.to!r} is not set: give it, e.g. --conf "
+                              f"spark.sql.catalog.{catalog}=org.apache.iceberg.spark.SparkCatalog --conf "
+                              f"spark.sql.catalog.{catalog}.type=rest|hadoop|glue|hive and its uri= or warehouse=")
+        packages = dict(ns.conf).get("spark.jars.packages", "")
+        if artifact is None and "iceberg-spark-runtime" not in packages:
+            raise ConfigError(f"Apache Iceberg ships no Spark runtime for pyspark {pyspark.__version__} (it does for "
+                              "4.0 and 4.1): use --format delta, or give the runtime with --conf "
+                              "spark.jars.packages=...")
+        conf = [("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")]
+        ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]
+        if artifact is not None and "iceberg-spark-runtime" not in packages:
+            _add_package(ns, artifact)
+        print(f"mysql-cdc: Iceberg tables written by Spark ({artifact or 'the runtime given'}), merged on the "
+              "executors", flush=True)
+        return
     artifact = delta_artifact(pyspark.__version__)
     if ns.writer == "delta-rs" or "spark.sql.extensions" in given:
         return
@@ -502,10 +532,17 @@ def with_delta_jars(ns: argparse.Namespace) -> None:
         return
     conf = [("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
             ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")]
-    if "spark.jars.packages" not in given:
-        conf.append(("spark.jars.packages", artifact))
     ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]
+    if "delta-spark" not in dict(ns.conf).get("spark.jars.packages", ""):
+        _add_package(ns, artifact)
     print(f"mysql-cdc: Delta tables written by Spark ({artifact}), merged on the executors", flush=True)
+
+
+def _add_package(ns: argparse.Namespace, artifact: str) -> None:
+    """``artifact`` added to ``spark.jars.packages`` of ``--conf``, beside the packages the user gave there."""
+    given = dict(ns.conf).get("spark.jars.packages")
+    ns.conf = [(k, v) for k, v in ns.conf if k != "spark.jars.packages"]
+    ns.conf.append(("spark.jars.packages", f"{given},{artifact}" if given else artifact))
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
@@ -661,13 +698,18 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--chunk-key", help=chunk_key)
     _stream_arguments(f, "all", "no limit", "no limit")
     f.set_defaults(fn=cmd_follow)
-    y = sub.add_parser("sync", help="mirror the matched tables into Delta tables, exactly once, and keep them "
-                       "mirrored (the main job)")
+    y = sub.add_parser("sync", help="mirror the matched tables into Delta or Iceberg tables, exactly once, and keep "
+                       "them mirrored (the main job)")
     y.add_argument("--source", required=True, help=src)
     y.add_argument("--tables", required=True, action="append", help=tables)
     y.add_argument("--exclude", action="append", help="regular expressions over 'db.table' of tables not mirrored")
-    y.add_argument("--to", required=True, help="where the Delta tables go: a folder (<to>/<database>/<table>) or a "
-                   "catalog namespace (catalog.schema: <to>.<table>; {database} in it is the source database)")
+    y.add_argument("--to", required=True, help="where the tables go: a catalog namespace (catalog.schema: "
+                   "<to>.<table>; {database} in it is the source database) or, for Delta, a folder "
+                   "(<to>/<database>/<table>)")
+    y.add_argument("--format", choices=("delta", "iceberg"), default="delta",
+                   help="the mirror's table format: Delta Lake, or Apache Iceberg (into a catalog namespace set with "
+                   "--conf spark.sql.catalog.<name>=...; Iceberg's runtime for Spark 4.0 and 4.1 is fetched from "
+                   "Maven Central)")
     y.add_argument("--writer", choices=("auto", "spark", "delta-rs"), default="auto",
                    help="what writes the Delta tables: Spark's Delta Lake, merging on the executors (auto: where "
                    "Delta has jars for this Spark, 4.0 to 4.2, fetched from Maven Central), or delta-rs in the driver "

@@ -16,15 +16,16 @@ timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-3000}" .venv/bin/python -m pytest -p no
 rc=$?
 # what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);
 # the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on the newest Spark Delta ships for;
-# the sync's kill test (Spark's Delta writer, 2 minutes) on 4.0 and 4.2
+# the sync's kill test (Spark's Delta writer, 2 minutes) on 4.2; the sync into Iceberg with a kill (2 minutes) on
+# 4.1, the newest Spark Iceberg ships a runtime for, whose stream restarts as 4.0's does (no admission control)
 for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
   [ $# -eq 0 ] || break  # a run narrowed by arguments runs the main version only
   server="${pair%%:*}" client="${pair##*:}"
   narrow=()
   case "$server" in
-    4.2.1) ;;
+    4.2.1) narrow=(-k "not iceberg") ;;
     4.1.4) narrow=(-k "not catalog_namespace and not killed") ;;  # 4.1's stream restarts as 4.0's (no start given)
-    *) narrow=(-k "not catalog_namespace") ;;
+    *) narrow=(-k "not catalog_namespace and not iceberg and not killed") ;;  # 4.1 runs the Iceberg kill test
   esac
   echo "== pyspark $server (thin client pyspark-client $client)"
   MYSQL_CDC_SPARK_VERSION="$server" PYSPARK_PYTHON="$PWD/.venv-spark-$server/bin/python" \

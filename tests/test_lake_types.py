@@ -3,6 +3,7 @@ kept exactly, and comes back as it was read; and which writer a sync gets on thi
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mysql_cdc
 from mysql_cdc.types import TYPE_TABLE
 from mysql_cdc.udtf.convert import arrow_type
 from mysql_cdc.udtf.sync.lake_types import FORMATS, from_lake, identifier_fields, lake_arrow_type, lake_type, to_lake
@@ -64,24 +66,48 @@ def test_identifier_fields_are_the_key_unless_iceberg_refuses_one() -> None:
         lake_type("INT", "parquet")  # type: ignore[arg-type]
 
 
-def test_on_a_spark_without_delta_jars_a_catalog_target_is_refused_with_the_fix(classic_spark: Any) -> None:
+def test_on_a_spark_without_delta_jars_a_catalog_target_is_refused_with_the_fix(classic_spark: Any,
+                                                                              tmp_path: Any) -> None:
     """pyspark 4.3 (the main suite's): Delta ships no Spark jars for it, so the sync writes folders with delta-rs;
-    a catalog namespace, or the CLI's ``--writer spark``, is one error that says what to do."""
+    a catalog namespace, or the CLI's ``--writer spark``, is one error that says what to do. Iceberg (no runtime
+    for 4.3 either) is refused the same way, and so is an Iceberg mirror in a folder or an unknown format, before
+    anything is created."""
     import argparse
 
     import pyspark
 
     from mysql_cdc.cli import with_delta_jars
     from mysql_cdc.errors import ConfigError
-    from mysql_cdc.udtf.spark.compat import delta_in_session
-    from mysql_cdc.udtf.sync.sinks import choose_writer, delta_artifact, parse_target
+    from mysql_cdc.udtf.spark.compat import lake_formats
+    from mysql_cdc.udtf.sync.sinks import choose_writer, delta_artifact, iceberg_artifact, parse_target
 
-    assert delta_artifact(pyspark.__version__) is None and not delta_in_session(classic_spark)
-    assert choose_writer(parse_target("/lake"), delta_in_session(classic_spark)) == "delta-rs"
+    lakes = lake_formats(classic_spark)
+    assert delta_artifact(pyspark.__version__) is None and iceberg_artifact(pyspark.__version__) is None
+    assert lakes == ()
+    assert choose_writer(parse_target("/lake"), lakes) == "delta-rs"
     with pytest.raises(ConfigError, match="'main.mirror' is a catalog namespace, and this Spark session has no Delta"):
-        choose_writer(parse_target("main.mirror"), delta_in_session(classic_spark))
+        choose_writer(parse_target("main.mirror"), lakes)
+    with pytest.raises(ConfigError, match="this Spark session has no Apache Iceberg: start it with Iceberg's runtime"):
+        choose_writer(parse_target("lake.mirror"), lakes, "iceberg")
     with pytest.raises(ConfigError, match="--writer spark needs Delta Lake's jars for pyspark 4.3"):
         with_delta_jars(argparse.Namespace(writer="spark", conf=[]))
     ns = argparse.Namespace(writer="auto", conf=[])
     with_delta_jars(ns)
     assert ns.conf == []  # auto on 4.3: delta-rs, no jars
+    iceberg = {"format": "iceberg", "writer": "auto", "to": "lake.m"}
+    with pytest.raises(ConfigError, match="the catalog 'lake' of --to 'lake.m' is not set"):
+        with_delta_jars(argparse.Namespace(**iceberg, conf=[]))
+    with pytest.raises(ConfigError, match="Apache Iceberg ships no Spark runtime for pyspark 4.3"):
+        with_delta_jars(argparse.Namespace(**iceberg, conf=[("spark.sql.catalog.lake", "x")]))
+    given = [("spark.sql.catalog.lake", "x"), ("spark.jars.packages", "o:iceberg-spark-runtime-4.1_2.13:1.12.0")]
+    ns = argparse.Namespace(**iceberg, conf=given)
+    with_delta_jars(ns)  # a runtime the user gives is theirs to choose: only the SQL extension is added
+    assert dict(ns.conf)["spark.jars.packages"] == given[1][1] and "spark.sql.extensions" in dict(ns.conf)
+    with pytest.raises(ConfigError, match="an Iceberg mirror goes into a catalog namespace, not the folder '/lake'"):
+        with_delta_jars(argparse.Namespace(**{**iceberg, "to": "/lake"}, conf=[]))
+    for fmt, to, error in (("iceberg", str(tmp_path / "lake"), "an Iceberg mirror goes into a catalog namespace"),
+                           ("hudi", str(tmp_path / "lake"), "format 'hudi' is not one the sync writes")):
+        with pytest.raises(ConfigError, match=error):
+            mysql_cdc.sync(classic_spark, to=to, checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "st"),
+                           tables="d[.]t", source="nowhere", format=fmt)
+    assert not os.listdir(tmp_path)  # refused before anything was created

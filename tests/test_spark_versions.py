@@ -269,6 +269,117 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
         assert versions and len(versions) == len(set(versions)), (log, versions)
 
 
+ICEBERG_READ = """
+import json, sys
+from pyspark.sql import SparkSession
+import pyspark
+import mysql_cdc
+from mysql_cdc.ids import TableId
+from mysql_cdc.options import parse_options
+from mysql_cdc.udtf.sync.job import query_app_id
+from mysql_cdc.udtf.sync.sinks import iceberg_artifact, parse_target
+from mysql_cdc.udtf.sync.spark_mirror import SparkIcebergMirror
+
+db, warehouse, ck, state = sys.argv[1:5]
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.jars.packages", iceberg_artifact(pyspark.__version__))
+         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+         .config("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
+         .config("spark.sql.catalog.lake.type", "hadoop").config("spark.sql.catalog.lake.warehouse", warehouse)
+         .getOrCreate())
+out = {"tables": {}, "types": {}, "marks": {}, "owner": {}}
+for t in ("a", "b", "c"):
+    name = f"lake.mirror_{db}.{t}"
+    out["tables"][t] = [r.asDict() for r in spark.table(name).collect()]
+    out["types"][t] = spark.table(name).dtypes
+    out["marks"][t] = [[r["app"], r["batch"]] for r in spark.sql(
+        f"SELECT summary['mysql_cdc.app'] AS app, summary['mysql_cdc.batch'] AS batch FROM {name}.snapshots "
+        "ORDER BY committed_at").collect()]
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    out["owner"][t] = props.get("mysql_cdc.sync")
+# the skip itself: a batch the table holds already is not committed again
+app = query_app_id(ck)
+last = max(int(b) for a, b in out["marks"]["a"] if a == app)
+mirror = SparkIcebergMirror(spark, parse_target("lake.mirror_{database}"), parse_options({"state_dir": state}), state)
+out["replayed"] = mirror._exactly_once(spark, TableId(db, "a"), app, last, f"DELETE FROM lake.mirror_{db}.a")
+out["rows_after_replay"] = spark.table(f"lake.mirror_{db}.a").count()
+print(json.dumps(out, default=str))
+"""
+
+
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the format's writer matters, not the server
+def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes_in_place(
+        info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """``mysql-cdc sync --format iceberg`` into a namespace of an Iceberg catalog (Hadoop, in the test's
+    folder), killed with -9 while it runs, then run to the end after an added column (in place) and a renamed
+    one (a rewrite): every table equals its source, no batch is in two snapshots of a table, a batch the table
+    has is skipped, the key is the table's identifier fields and the tables carry the capture's sync id."""
+    from mysql_cdc.udtf.sync.sinks import iceberg_artifact
+
+    assert iceberg_artifact(pyspark.__version__), "Iceberg's runtime exists for Spark 4.0 and 4.1"
+    # the CLI adds the runtime beside packages the user gives (a catalog's bundle), and the SQL extension
+    import argparse
+
+    from mysql_cdc.cli import with_delta_jars
+
+    ns = argparse.Namespace(format="iceberg", writer="auto", to="lake.m", conf=[
+        ("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog"),
+        ("spark.jars.packages", "org.apache.iceberg:iceberg-aws-bundle:1.12.0")])
+    with_delta_jars(ns)
+    assert dict(ns.conf)["spark.jars.packages"] == ("org.apache.iceberg:iceberg-aws-bundle:1.12.0,"
+                                                    f"{iceberg_artifact(pyspark.__version__)}")
+    assert "IcebergSparkSessionExtensions" in dict(ns.conf)["spark.sql.extensions"]
+    _make(root)
+    warehouse, ck, state, log = (str(tmp_path / n) for n in ("warehouse", "ck", "state", "log"))
+    args = ["--tables", f"{db}[.](a|b|c)", "--format", "iceberg", "--to", "lake.mirror_{database}", "--checkpoint",
+            ck, "--state-dir", state, "--chunk-size", "100", "--max-chunks-per-batch", "4", "--interval", "0.2",
+            "--conf", "spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog",
+            "--conf", "spark.sql.catalog.lake.type=hadoop", "--conf", f"spark.sql.catalog.lake.warehouse={warehouse}"]
+    p = _sync(args, profile, log)
+    wait_until(lambda: _checkpoint_state(ck)[0] >= 2 or p.poll() is not None, 300, "batches into Iceberg")
+    assert p.poll() is None, _tail(log)
+    _change(root, 40)
+    _kill(p)
+    root.cursor().execute("ALTER TABLE a ADD COLUMN n INT NULL")
+    root.cursor().execute("UPDATE a SET n = id WHERE id < 10")
+    _change(root, 80)
+    root.cursor().execute("ALTER TABLE b RENAME COLUMN v TO w")
+    root.cursor().execute("UPDATE b SET w = w + 5 WHERE k < 'k00010'")
+    p = _sync([*args, "--once"], profile, log)
+    assert p.wait(300) == 0, _tail(log)
+    with open(log, encoding="utf-8", errors="replace") as f:
+        said = f.read()
+    assert "Iceberg tables written by Spark (org.apache.iceberg:iceberg-spark-runtime-" in said, _tail(log)
+    # both schema changes in place: one Iceberg schema update each, no rows rewritten
+    assert f"mirror of {db}.a: columns now ['id', 'v', 'n'] (in place)" in said, _tail(log)
+    assert f"mirror of {db}.b: columns now ['k', 'w'] (in place)" in said, _tail(log)
+    script = tmp_path / "read_iceberg.py"
+    script.write_text(ICEBERG_READ)
+    got = subprocess.run([sys.executable, str(script), db, warehouse, ck, state], env=_repo_env(True),
+                         cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    assert got.returncode == 0, got.stderr[-3000:]
+    out = json.loads(got.stdout.strip().splitlines()[-1])
+    value = {"a": "v", "b": "w", "c": "v"}
+    for t in TABLES:
+        cols = [*KEYS[t], value[t], *(["n"] if t == "a" else [])]
+        mirrored = collections.Counter(tuple(r[c] for c in cols) for r in out["tables"][t])
+        assert mirrored == _source(info, db, t, cols), t
+        marks = [tuple(m) for m in out["marks"][t] if m[1] is not None]
+        assert marks and len(marks) == len(set(marks)), (t, out["marks"][t])  # no batch committed twice
+    assert out["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
+    assert out["types"]["b"] == [["k", "string"], ["w", "int"]]
+    assert out["replayed"] is False and out["rows_after_replay"] == len(out["tables"]["a"])
+    assert len(set(out["owner"].values())) == 1 and out["owner"]["a"]
+    for t in TABLES:  # identifier fields = the primary key, in the table's current schema
+        metas = sorted(glob.glob(os.path.join(warehouse, f"mirror_{db}", t, "metadata", "v*.metadata.json")),
+                       key=lambda f: int(os.path.basename(f)[1:].split(".")[0]))
+        with open(metas[-1]) as f:
+            meta = json.load(f)
+        schema = next(s for s in meta["schemas"] if s["schema-id"] == meta["current-schema-id"])
+        ids = {f["id"]: f["name"] for f in schema["fields"]}
+        assert [ids[i] for i in schema.get("identifier-field-ids", [])] == KEYS[t], (t, schema)
+
+
 THIN_CLIENT = """
 import json, sys, time
 from pyspark.sql import SparkSession

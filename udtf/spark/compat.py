@@ -129,3 +129,18 @@ def delta_in_session(spark: Any) -> bool:
         return bool(spark.conf.get("spark.databricks.clusterUsageTags.clusterId", None))
     except Exception:  # a session that answers no settings: not known to have Delta
         return False
+
+
+def iceberg_in_session(spark: Any) -> bool:
+    """Whether the session writes Apache Iceberg with Spark's row-level SQL (Iceberg's SQL extension
+    configured, which ``MERGE`` and ``SET IDENTIFIER FIELDS`` need)."""
+    try:
+        return "IcebergSparkSessionExtensions" in str(spark.conf.get("spark.sql.extensions", "") or "")
+    except Exception:  # a session that answers no settings: not known to have Iceberg
+        return False
+
+
+def lake_formats(spark: Any) -> tuple[str, ...]:
+    """The lakehouse formats this session writes with Spark (``delta``, ``iceberg``), for
+    ``udtf/sync/sinks.choose_writer``."""
+    return tuple(f for f, has in (("delta", delta_in_session), ("iceberg", iceberg_in_session)) if has(spark))

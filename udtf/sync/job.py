@@ -265,16 +265,22 @@ def captured_schemas(store: StateStore) -> list[TableSchema]:
     return out
 
 
-def make_mirror(spark: Any, to: str, opts: CdcOptions, delta_in_session: bool) -> Any:
-    """The mirror of a sync: written by Spark's Delta where the session has it (the caller asks
-    ``udtf/spark/compat.py``: this layer does not import the Spark surfaces), else by delta-rs
-    (:func:`.sinks.choose_writer`); the choice is logged (the CLI prints it)."""
-    from mysql_cdc.udtf.sync.sinks import choose_writer, parse_target
+def make_mirror(spark: Any, to: str, opts: CdcOptions, lakes: tuple[str, ...], fmt: str = "delta") -> Any:
+    """The mirror of a sync in format ``fmt``: written by Spark where the session writes that format (the
+    caller asks ``udtf/spark/compat.lake_formats``: this layer does not import the Spark surfaces), else, for
+    Delta, by delta-rs (:func:`.sinks.choose_writer`); the choice is logged (the CLI prints it)."""
+    from mysql_cdc.udtf.sync.sinks import check_format, choose_writer, parse_target
 
     assert opts.state_dir
     target = parse_target(to)
-    writer = choose_writer(target, delta_in_session)
-    _log.info("the mirror's Delta tables are written by %s", "Spark" if writer == "spark" else "delta-rs")
+    lake = check_format(fmt)
+    writer = choose_writer(target, lakes, lake)
+    _log.info("the mirror's %s tables are written by %s", "Iceberg" if lake == "iceberg" else "Delta",
+              "Spark" if writer == "spark" else "delta-rs")
+    if lake == "iceberg":
+        from mysql_cdc.udtf.sync.spark_mirror import SparkIcebergMirror
+
+        return SparkIcebergMirror(spark, target, opts, opts.state_dir)
     if writer == "spark":
         from mysql_cdc.udtf.sync.spark_mirror import SparkDeltaMirror
 
@@ -285,14 +291,14 @@ def make_mirror(spark: Any, to: str, opts: CdcOptions, delta_in_session: bool) -
 def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema] | None, to: str, checkpoint: str,
                reader_options: Mapping[str, str], trigger: Mapping[str, Any],
                on_batch: Callable[[BatchStats], None] | None = None, remote: bool = False,
-               delta_in_session: bool = False) -> Any:
+               lakes: tuple[str, ...] = (), fmt: str = "delta") -> Any:
     """Create or check the mirror tables of ``schemas``, then start the streaming query; returns it. From a Spark
     Connect client (``remote``, no ``schemas``) the batch function runs in the server, whose file system holds
     the target, and whose stream described the tables: they are created or checked there from what the
     capture recorded (:func:`captured_schemas`), before the first batch's rows are read."""
     if not opts.state_dir:
         raise ConfigError("the sync job needs a state_dir (the capture's chunk plan, watermarks and schemas)")
-    mirror = make_mirror(spark, to, opts, delta_in_session)
+    mirror = make_mirror(spark, to, opts, lakes, fmt)
     if not remote:
         assert schemas is not None
         mirror.prepare(schemas)

@@ -1,5 +1,6 @@
-"""Where a sync's mirror goes and what writes it: the target (a folder of Delta tables, or a catalog namespace)
-and the writer (Spark's own Delta Lake, merging on the executors, or delta-rs in the driver).
+"""Where a sync's mirror goes and what writes it: the format (Delta Lake or Apache Iceberg), the target (a folder
+of Delta tables, or a catalog namespace) and the writer (Spark's own Delta Lake or Iceberg, merging on the
+executors, or delta-rs in the driver).
 
 Pure rules (no pyspark, no network); the session's facts come from ``udtf/spark/compat.py``.
 
@@ -8,23 +9,30 @@ Pure rules (no pyspark, no network); the session's facts come from ``udtf/spark/
   ``./my.lake``). In a namespace, a source table ``db.t`` is the table ``<namespace>.t``, with ``{database}``
   in the namespace replaced by ``db``: one namespace per source database. In a folder it is
   ``<folder>/<db>/<t>`` (``mirror.table_path``).
-- The writer is **Spark's Delta** when the session has Delta's Spark classes (Delta 4.4.0 ships them for Spark
-  4.0, 4.1 and 4.2: :func:`delta_artifact`), else **delta-rs** (any Spark; folders only, written by the driver).
-  A namespace without Delta in the session is an error that names the jars.
+- Delta: the writer is **Spark's Delta** when the session has Delta's Spark classes (Delta 4.4.0 ships them for
+  Spark 4.0, 4.1 and 4.2: :func:`delta_artifact`), else **delta-rs** (any Spark; folders only, written by the
+  driver). A namespace without Delta in the session is an error that names the jars.
+- Iceberg: always **Spark's Iceberg** into a catalog namespace (an Iceberg table is named by its catalog; Iceberg
+  ships a runtime for Spark 4.0 and 4.1: :func:`iceberg_artifact`); a folder, or a session without Iceberg's
+  SQL extension, is an error that names the fix.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
+from mysql_cdc.udtf.sync.lake_types import FORMATS, Format
 
 Writer = Literal["spark", "delta-rs"]
 DELTA_VERSION = "4.4.0"  # Delta Lake's release with Spark jars for 4.0, 4.1 and 4.2 (none for 4.3 yet)
 _DELTA_SPARKS = ("4.0", "4.1", "4.2")
+# Iceberg's Spark runtime per Spark minor: the newest release on Maven Central for it (none for 4.2 or 4.3 yet)
+ICEBERG_VERSIONS = {"4.0": "1.11.0", "4.1": "1.12.0"}
 _IDENT = r"(?:[A-Za-z_][A-Za-z0-9_]*|`(?:[^`]|``)+`)"
 _NAMESPACE = re.compile(rf"{_IDENT}(?:\.{_IDENT})*")
 
@@ -47,6 +55,15 @@ class Target:
         assert self.kind == "catalog"
         parts = [_unquote(p).replace("{database}", table.database) for p in _split(self.value)]
         return ".".join(quote(p) for p in [*parts, table.table])
+
+    def catalog(self) -> str:
+        """The catalog a namespace target names (its first part), unquoted.
+
+        >>> parse_target("`my.lake`.mirror").catalog()
+        'my.lake'
+        """
+        assert self.kind == "catalog"
+        return _unquote(_split(self.value)[0])
 
     def namespace(self, table: TableId) -> str:
         """The namespace (SQL text) a source table's mirror is in."""
@@ -117,17 +134,64 @@ def delta_artifact(pyspark_version: str) -> str | None:
     return f"io.delta:delta-spark_{minor}_2.13:{DELTA_VERSION}" if minor in _DELTA_SPARKS else None
 
 
-def choose_writer(target: Target, delta_in_session: bool) -> Writer:
-    """Spark's Delta where the session has it, delta-rs for a folder where it has not.
+def iceberg_artifact(pyspark_version: str) -> str | None:
+    """Maven coordinates of Iceberg's Spark runtime for a pyspark version, ``None`` where Iceberg has none.
 
-    >>> choose_writer(parse_target("/lake"), True), choose_writer(parse_target("/lake"), False)
+    >>> iceberg_artifact("4.1.4"), iceberg_artifact("4.2.1")
+    ('org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0', None)
+    """
+    minor = ".".join(pyspark_version.split(".")[:2])
+    version = ICEBERG_VERSIONS.get(minor)
+    return f"org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:{version}" if version else None
+
+
+def check_format(fmt: str) -> Format:
+    """A sync's ``format``, checked.
+
+    >>> check_format("iceberg")
+    'iceberg'
+    >>> check_format("hudi")
+    Traceback (most recent call last):
+    ...
+    mysql_cdc.errors.ConfigError: format 'hudi' is not one the sync writes: give delta or iceberg
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"format {fmt!r} is not one the sync writes: give {' or '.join(FORMATS)}")
+    return fmt
+
+
+def choose_writer(target: Target, lakes: Collection[str], fmt: Format = "delta") -> Writer:
+    """Who writes a mirror in format ``fmt`` to ``target``, given the formats the Spark session writes
+    (``lakes``, from ``udtf/spark/compat.py``): Spark where the session has the format, delta-rs for a Delta
+    folder where it has not.
+
+    >>> choose_writer(parse_target("/lake"), ("delta",)), choose_writer(parse_target("/lake"), ())
     ('spark', 'delta-rs')
-    >>> choose_writer(parse_target("main.mirror"), False)
+    >>> choose_writer(parse_target("lake.mirror"), ("iceberg",), "iceberg")
+    'spark'
+    >>> choose_writer(parse_target("main.mirror"), ())
     Traceback (most recent call last):
     ...
     mysql_cdc.errors.ConfigError: the target 'main.mirror' is a catalog namespace, and this Spark session ...
+    >>> choose_writer(parse_target("/lake"), ("iceberg",), "iceberg")
+    Traceback (most recent call last):
+    ...
+    mysql_cdc.errors.ConfigError: an Iceberg mirror goes into a catalog namespace, not the folder '/lake': ...
     """
-    if delta_in_session:
+    if fmt == "iceberg":
+        if target.kind != "catalog":
+            raise ConfigError(f"an Iceberg mirror goes into a catalog namespace, not the folder {target.value!r}: "
+                              "give --to <catalog>.<namespace> (e.g. lake.mirror_{database}), with the catalog "
+                              "set in the session (spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog "
+                              "and its type=hadoop|rest|glue|hive)")
+        if "iceberg" not in lakes:
+            raise ConfigError("this Spark session has no Apache Iceberg: start it with Iceberg's runtime "
+                              "(spark.jars.packages org.apache.iceberg:iceberg-spark-runtime-<spark 4.0|4.1>_2.13:"
+                              f"<{'|'.join(ICEBERG_VERSIONS.values())}>, spark.sql.extensions "
+                              "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions; the CLI does this "
+                              "itself) and the target's catalog, or use format delta")
+        return "spark"
+    if "delta" in lakes:
         return "spark"
     if target.kind == "catalog":
         raise ConfigError(f"the target {target.value!r} is a catalog namespace, and this Spark session has no Delta "

@@ -1,5 +1,6 @@
-"""The mirror written by Spark's own Delta Lake: each micro-batch decoded, reduced to the last image per key and
-MERGEd by Spark jobs on the executors; the driver plans and commits and never holds the batch's rows.
+"""The mirror written by Spark's own Delta Lake (or Apache Iceberg: :class:`SparkIcebergMirror`, which differs
+where the formats do): each micro-batch decoded, reduced to the last image per key and MERGEd by Spark jobs on
+the executors; the driver plans and commits and never holds the batch's rows.
 
 Used where the session has Delta's Spark classes (``udtf/sync/sinks.py``); the target is a folder
 (``<to>/<db>/<table>``, as delta-rs writes it: either writer reads the other's tables) or a catalog namespace.
@@ -33,8 +34,9 @@ from mysql_cdc.rows import OP_COLUMN, SEQ_COLUMN, VALUES_COLUMN
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.schema.evolve import evolve_rows
-from mysql_cdc.udtf.sync.lake_types import to_lake
-from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, DELETE_OPS, ORDER_COLUMN
+from mysql_cdc.udtf.sync.iceberg_evolve import schema_update
+from mysql_cdc.udtf.sync.lake_types import Format, identifier_fields, lake_arrow_type, to_lake
+from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, DELETE_OPS
 from mysql_cdc.udtf.sync.mirror import _SYNC_ID, check_tables, delta_schema, mirror_renames, table_path
 from mysql_cdc.udtf.sync.sinks import Target, check_names, quote
 
@@ -56,7 +58,7 @@ def _types(schema: Any) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in schema.fields]
 
 
-def decode_batches(capture: pa.Schema, lake: pa.Schema) -> Any:
+def decode_batches(capture: pa.Schema, lake: pa.Schema, fmt: Format = "delta") -> Any:
     """The ``mapInArrow`` function of one table's rows: the JSON images decoded with the capture's schema
     (``rowjson``, exact), in the lake's types (``to_lake``), with the change type and sequence beside them. It
     runs on the executors."""
@@ -65,7 +67,7 @@ def decode_batches(capture: pa.Schema, lake: pa.Schema) -> Any:
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            typed = to_lake(decode_rows(b.column(VALUES_COLUMN).to_pylist(), capture), "delta")
+            typed = to_lake(decode_rows(b.column(VALUES_COLUMN).to_pylist(), capture), fmt)
             yield pa.RecordBatch.from_arrays([*typed.columns, b.column(OP_COLUMN), b.column(SEQ_COLUMN)],
                                              schema=out)
     return decode
@@ -75,6 +77,8 @@ class SparkDeltaMirror:
     """The Delta tables of one sync, written by Spark."""
 
     writer = "spark"
+    fmt: Format = "delta"
+    label = "Delta"
 
     def __init__(self, spark: Any, target: Target, opts: CdcOptions, state_dir: str) -> None:
         self.spark = spark
@@ -99,7 +103,8 @@ class SparkDeltaMirror:
         return self.target.table_name(table)
 
     def _want(self, schema: TableSchema) -> pa.Schema:
-        return delta_schema(schema, self.opts)
+        """The mirror table's columns: the capture's, in this format's types (``lake_types``)."""
+        return pa.schema([f.with_type(lake_arrow_type(f.type, self.fmt)) for f in delta_schema(schema, self.opts)])
 
     def _ddl(self, want: pa.Schema, key: Iterable[str]) -> str:
         keys = set(key)
@@ -111,10 +116,7 @@ class SparkDeltaMirror:
         try:
             return self.spark.sql(f"DESCRIBE DETAIL {self.name(table)}").collect()[0]
         except Exception as e:  # AnalysisException on a missing table or a folder without a Delta log
-            text = str(e)
-            if any(s in text for s in ("TABLE_OR_VIEW_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE", "is not a Delta table",
-                                       "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "doesn't exist",
-                                       "DELTA_PATH_DOES_NOT_EXIST", "SCHEMA_NOT_FOUND")):
+            if _missing(e):
                 return None
             raise
 
@@ -128,23 +130,20 @@ class SparkDeltaMirror:
         sync_id = store.record_sync_id()
         todo = []
         for s in schemas:
-            detail = self._detail(s.table)
-            if detail is not None:
-                # made by this writer (a table property) or by delta-rs (the sync id in the description)
-                described = _SYNC_ID.search(str(detail["description"] or ""))
-                owner = (detail["properties"] or {}).get(SYNC_PROPERTY) or (described and described.group(1))
+            exists, owner = self._owner(s.table)
+            if exists:
                 if owner != sync_id:
                     by = f"by the sync {owner!r}" if owner else "by something other than this job"
-                    raise TableError(f"the Delta table {self.name(s.table)} for {str(s.table)!r} was made {by}, not "
-                                     f"by the capture of state_dir {self.state_dir!r} (sync {sync_id!r}): a mirror "
-                                     "merges only into tables it made; sync into another target, or use the "
-                                     "checkpoint and state_dir that made this one")
+                    raise TableError(f"the {self.label} table {self.name(s.table)} for {str(s.table)!r} was made "
+                                     f"{by}, not by the capture of state_dir {self.state_dir!r} (sync "
+                                     f"{sync_id!r}): a mirror merges only into tables it made; sync into another "
+                                     "target, or use the checkpoint and state_dir that made this one")
                 self.evolve(s)
             elif self.target.kind == "path" and _not_empty(table_path(self.target.value, s.table)):
                 raise ConfigError(f"{table_path(self.target.value, s.table)!r} exists and is not a Delta table; the "
                                   f"mirror of {str(s.table)!r} goes there: move it away or sync into another target")
             elif store.mirror(s.table) is not None:
-                raise StateError(f"the Delta table of {str(s.table)!r} that this capture made at "
+                raise StateError(f"the {self.label} table of {str(s.table)!r} that this capture made at "
                                  f"{store.mirror(s.table)!r} is missing at {self.name(s.table)}, and rows were merged "
                                  "into it already: put it back, or start this mirror again (a new target, "
                                  "checkpoint and state_dir)")
@@ -156,11 +155,54 @@ class SparkDeltaMirror:
                 self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.target.namespace(s.table)}")
             comment = f"mirror of {s.table} by pyspark-mysql-cdc, sync {sync_id}"  # as delta-rs describes its own
             self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.name(s.table)} ({self._ddl(want, s.primary_key)}) "
-                           f"USING delta COMMENT {_literal(comment)} "
+                           f"USING {self.fmt} COMMENT {_literal(comment)} "
                            f"TBLPROPERTIES ({_literal(SYNC_PROPERTY)} = {_literal(sync_id)})")
+            self._keyed(s, want)
             store.record_mirror(s.table, self.name(s.table))
             self._columns[s.table] = _types(_spark_schema(want))
         return [s.table for s in todo]
+
+    def _owner(self, table: TableId) -> tuple[bool, str | None]:
+        """Whether the mirror table is there, and the sync id of the capture that made it: a table property
+        (this writer) or the sync id in the description (delta-rs)."""
+        detail = self._detail(table)
+        if detail is None:
+            return False, None
+        described = _SYNC_ID.search(str(detail["description"] or ""))
+        return True, (detail["properties"] or {}).get(SYNC_PROPERTY) or (described and described.group(1)) or None
+
+    def _keyed(self, schema: TableSchema, want: pa.Schema) -> None:
+        """What the format keeps of the key beside NOT NULL columns (Delta: nothing more)."""
+
+    def _current(self, table: TableId) -> Any:
+        """The mirror table's rows as a DataFrame."""
+        detail = self._detail(table)
+        if detail is None:
+            raise StateError(f"the mirror table {self.name(table)} of {str(table)!r} is gone")
+        return self.spark.read.format("delta").load(str(detail["location"]))
+
+    def _rewrite(self, schema: TableSchema, moved: Any) -> None:
+        """Replace the mirror table's columns and rows with ``moved`` in one commit; its properties (the sync
+        id) and its name in a catalog stay."""
+        location = str(self._detail(schema.table)["location"])
+        moved.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location)
+
+    def _in_place(self, schema: TableSchema, have: list[tuple[str, str, bool]], want: pa.Schema,
+                  renamed: dict[str, str]) -> bool:
+        """Follow a schema change without a rewrite where the format can (Delta here: never; see
+        :class:`SparkIcebergMirror`); true when done. ``have``: the table's (name, type, nullable)."""
+        return False
+
+    def _exactly_once(self, session: Any, table: TableId, app_id: str, batch_id: int, sql: str) -> bool:
+        """Run ``sql`` (one commit to the table) once for the batch: Delta skips it when the table's log holds
+        this batch of this app (the idempotent-write settings). True when it committed."""
+        before = self._version(session, table)
+        self._txn(session, app_id, batch_id)
+        try:
+            session.sql(sql)
+        finally:
+            self._untxn(session)
+        return self._version(session, table) != before
 
     def _txn(self, session: Any, app_id: str, batch_id: int) -> None:
         session.conf.set(TXN_APP, app_id)
@@ -184,11 +226,7 @@ class SparkDeltaMirror:
             return False
         check_tables([schema])
         name = self.name(schema.table)
-        detail = self._detail(schema.table)
-        if detail is None:
-            raise StateError(f"the mirror table {name} of {str(schema.table)!r} is gone")
-        location = str(detail["location"])
-        current = self.spark.read.format("delta").load(location)
+        current = self._current(schema.table)
         have_types = _types(current.schema)
         if have_types == want_types:
             self._columns[schema.table] = want_types
@@ -199,13 +237,18 @@ class SparkDeltaMirror:
         renamed = mirror_renames(StateStore(self.state_dir).history(schema.table), have, self._want)
         if renamed is None:
             if current.limit(1).count():
-                raise TableError(f"the Delta table {name} of {str(schema.table)!r} has columns {have_types!r}, which "
-                                 f"no schema the capture recorded for the table had (now {want_types!r}): start this "
-                                 "mirror again (a new target, checkpoint and state_dir)")
+                raise TableError(f"the {self.label} table {name} of {str(schema.table)!r} has columns "
+                                 f"{have_types!r}, which no schema the capture recorded for the table had (now "
+                                 f"{want_types!r}): start this mirror again (a new target, checkpoint and state_dir)")
             renamed = {}
         moves = renamed
         keys = set(schema.primary_key)
         want = pa.schema([f.with_nullable(f.name not in keys) for f in want])  # as the table was created
+        have_columns = [(f.name, f.dataType.simpleString(), f.nullable) for f in current.schema.fields]
+        if self._in_place(schema, have_columns, want, renamed):
+            self._columns[schema.table] = want_types
+            _log.warning("mirror of %s: columns now %s (in place)", schema.table, [n for n, _ in want_types])
+            return True
 
         def move(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
@@ -214,7 +257,7 @@ class SparkDeltaMirror:
         # the frame's key columns NOT NULL (Delta cannot make a column NOT NULL afterwards), the others nullable;
         # one overwrite of the table's folder: its properties (the sync id) and its name in a catalog stay
         moved = current.mapInArrow(move, _spark_schema(want, nullable=False))
-        moved.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(location)
+        self._rewrite(schema, moved)
         self._columns[schema.table] = want_types
         _log.warning("mirror of %s: columns now %s", schema.table, [n for n, _ in want_types])
         return True
@@ -222,16 +265,9 @@ class SparkDeltaMirror:
     def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
         """Delete every row of the table's mirror in a commit with the batch's transaction; false when the table
         is not there or had this batch already."""
-        if self._detail(table) is None:
+        if not self._owner(table)[0]:
             return False
-        session = self.spark
-        before = self._version(session, table)
-        self._txn(session, app_id, batch_id)
-        try:
-            session.sql(f"DELETE FROM {self.name(table)}")
-        finally:
-            self._untxn(session)
-        return self._version(session, table) != before
+        return self._exactly_once(self.spark, table, app_id, batch_id, f"DELETE FROM {self.name(table)}")
 
     def apply_frame(self, schema: TableSchema, rows: Any, capture: pa.Schema, app_id: str, batch_id: int,
                     own_session: bool = False) -> bool:
@@ -247,12 +283,13 @@ class SparkDeltaMirror:
         self.evolve(schema)
         want = self._want(schema)
         typed = rows.select(VALUES_COLUMN, OP_COLUMN, SEQ_COLUMN).mapInArrow(
-            decode_batches(capture, want),
+            decode_batches(capture, want, self.fmt),
             _spark_schema(pa.schema([*want, pa.field(OP_COLUMN, pa.string()), pa.field(SEQ_COLUMN, pa.int64())])))
+        # the greatest _change_seq per key (one per image: the change type only makes the order total), with no
+        # non-deterministic expression in the plan (Iceberg's MERGE refuses a source that has one)
         last = Window.partitionBy(*[F.col(quote(k)) for k in schema.primary_key]).orderBy(
-            F.col(SEQ_COLUMN).desc(), F.col(ORDER_COLUMN).desc())
-        final = (typed.withColumn(ORDER_COLUMN, F.monotonically_increasing_id())
-                 .withColumn(_RANK, F.row_number().over(last)).filter(F.col(_RANK) == 1)
+            F.col(SEQ_COLUMN).desc(), F.col(OP_COLUMN).isin(*DELETE_OPS).asc())
+        final = (typed.withColumn(_RANK, F.row_number().over(last)).filter(F.col(_RANK) == 1)
                  .select(*[F.col(quote(f.name)) for f in want],
                          F.col(OP_COLUMN).isin(*DELETE_OPS).alias(DELETE_COLUMN)))
         session = final.sparkSession
@@ -272,17 +309,148 @@ class SparkDeltaMirror:
                f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
                f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({', '.join(cols)}) "
                f"VALUES ({', '.join(f's.{c}' for c in cols)})")
-        before = self._version(session, schema.table)
-        self._txn(session, app_id, batch_id)
         try:
-            session.sql(sql)
+            return self._exactly_once(session, schema.table, app_id, batch_id, sql)
         finally:
-            self._untxn(session)
             if shared:
                 session.catalog.dropGlobalTempView(view)
             else:
                 session.catalog.dropTempView(view)
-        return self._version(session, schema.table) != before
+
+
+SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."  # + key: a session setting each commit's summary gets
+APP_PROPERTY, BATCH_PROPERTY = "mysql_cdc.app", "mysql_cdc.batch"
+
+
+class SparkIcebergMirror(SparkDeltaMirror):
+    """The Iceberg tables of one sync, in a catalog namespace (``lake.mirror_{database}``), written by Spark with
+    Iceberg's runtime and SQL extension. As the Delta writer, except:
+
+    - exactly once: Iceberg has no idempotent-write settings. Every commit of a batch (a MERGE, a reset's
+      DELETE) carries the query's id and the batch id in its snapshot summary (session settings
+      ``spark.sql.iceberg.snapshot-property.mysql_cdc.app`` / ``.batch``), and a table whose snapshots hold
+      that batch of that query, or a later one, skips it. One table's part of a batch is one Iceberg commit,
+      all or nothing, so a batch Spark replays after a crash is applied once to every table. (Without the skip
+      a replay would still give the same table: the MERGE upserts each key's final image or deletes the key.)
+    - keys: NOT NULL and the table's identifier fields (``lake_types.identifier_fields``: none where a key
+      column is FLOAT or DOUBLE, which Iceberg refuses; the MERGE is by the key all the same).
+    - schema changes: one Iceberg schema update in place (``iceberg_evolve``: renames, drops, additions,
+      promotions, order, identifier fields; one metadata commit, no data rewritten); what Iceberg cannot do in
+      place rewrites the table in one atomic ``REPLACE`` of its rows moved by the capture's history, which
+      keeps its snapshot history and properties (its key columns nullable then, without identifier fields).
+    """
+
+    fmt: Format = "iceberg"
+    label = "Iceberg"
+
+    def name(self, table: TableId) -> str:
+        """``catalog.namespace.table`` (an Iceberg mirror is always in a namespace: ``sinks.choose_writer``)."""
+        return self.target.table_name(table)
+
+    def _owner(self, table: TableId) -> tuple[bool, str | None]:
+        try:
+            rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.name(table)}").collect()
+        except Exception as e:
+            if _missing(e):
+                return False, None
+            raise
+        return True, {r["key"]: r["value"] for r in rows}.get(SYNC_PROPERTY)
+
+    def _keyed(self, schema: TableSchema, want: pa.Schema) -> None:
+        types = dict(_types(_spark_schema(want)))
+        fields = identifier_fields([(k, types[k].upper()) for k in schema.primary_key], "iceberg")
+        if fields:
+            self.spark.sql(f"ALTER TABLE {self.name(schema.table)} SET IDENTIFIER FIELDS "
+                           f"{', '.join(quote(f) for f in fields)}")
+
+    def _current(self, table: TableId) -> Any:
+        if not self._owner(table)[0]:
+            raise StateError(f"the mirror table {self.name(table)} of {str(table)!r} is gone")
+        return self.spark.table(self.name(table))
+
+    def _rewrite(self, schema: TableSchema, moved: Any) -> None:
+        sync_id = StateStore(self.state_dir).record_sync_id()
+        (moved.writeTo(self.name(schema.table)).using("iceberg").tableProperty(SYNC_PROPERTY, sync_id)
+         .tableProperty("comment", f"mirror of {schema.table} by pyspark-mysql-cdc, sync {sync_id}")
+         .createOrReplace())
+        try:  # Spark makes a replaced table's columns nullable, and Iceberg keys no nullable column
+            self._keyed(schema, self._want(schema))
+        except Exception as e:
+            _log.warning("mirror of %s: rewritten without identifier fields (%s); it is merged by its key all the "
+                         "same", schema.table, str(e).splitlines()[0][:200])
+
+    def _in_place(self, schema: TableSchema, have: list[tuple[str, str, bool]], want: pa.Schema,
+                  renamed: dict[str, str]) -> bool:
+        """One Iceberg schema update (``iceberg_evolve``: renames, drops, additions, promotions, the order and
+        the identifier fields in a single commit, no data rewritten), through Iceberg's Java API in the session's
+        JVM; false where Iceberg cannot, or the session has no JVM here (Spark Connect): then a rewrite."""
+        jvm = getattr(self.spark, "_jvm", None)
+        wanted = [(n, t, f.nullable) for (n, t), f in zip(_types(_spark_schema(want, nullable=False)), want)]
+        update = schema_update(have, wanted, renamed, schema.primary_key)
+        if update is None or jvm is None:
+            return False
+        types = dict(_types(_spark_schema(want)))
+        identifier = identifier_fields([(k, types[k].upper()) for k in schema.primary_key], "iceberg")
+
+        def iceberg_type(spark_type: str) -> Any:
+            from pyspark.sql.types import _parse_datatype_string
+
+            data_type = jvm.org.apache.spark.sql.types.DataType.fromJson(_parse_datatype_string(spark_type).json())
+            return jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(data_type)
+
+        try:
+            table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession,
+                                                                              self.name(schema.table))
+            u = table.updateSchema()
+            for old, new in update.renames:
+                u = u.renameColumn(old, new)
+            for name in update.drops:
+                u = u.deleteColumn(name)
+            for name, t in update.adds:
+                u = u.addColumn(name, iceberg_type(t))
+            for name, t in update.promotions:
+                u = u.updateColumn(name, iceberg_type(t))
+            u = u.moveFirst(update.order[0])
+            for before, name in zip(update.order, update.order[1:]):
+                u = u.moveAfter(name, before)
+            names = jvm.java.util.ArrayList()
+            for name in identifier:
+                names.add(name)
+            u.setIdentifierFields(names).commit()
+        except Exception as e:  # an update Iceberg refuses after all (nothing committed): the rewrite does it
+            _log.warning("mirror of %s: Iceberg refused the schema update in place (%s): rewriting it",
+                         schema.table, str(e).splitlines()[0][:300])
+            return False
+        self.spark.sql(f"REFRESH TABLE {self.name(schema.table)}")
+        return True
+
+    def _applied(self, session: Any, table: TableId, app_id: str) -> int:
+        """The latest batch of this query that a commit to the table carries (-1: none)."""
+        got = session.sql(f"SELECT max(CAST(summary[{_literal(BATCH_PROPERTY)}] AS BIGINT)) AS b "
+                          f"FROM {self.name(table)}.`snapshots` "
+                          f"WHERE summary[{_literal(APP_PROPERTY)}] = {_literal(app_id)}").collect()[0]["b"]
+        return -1 if got is None else int(got)
+
+    def _exactly_once(self, session: Any, table: TableId, app_id: str, batch_id: int, sql: str) -> bool:
+        if self._applied(session, table, app_id) >= batch_id:
+            return False
+        marks = {SNAPSHOT_PROPERTY + APP_PROPERTY: app_id, SNAPSHOT_PROPERTY + BATCH_PROPERTY: str(batch_id)}
+        for k, v in marks.items():
+            session.conf.set(k, v)
+        try:
+            session.sql(sql)
+        finally:
+            for k in marks:
+                session.conf.unset(k)
+        return True
+
+
+def _missing(e: Exception) -> bool:
+    """Whether Spark's error says the table (or its namespace, or a Delta log) is not there."""
+    return any(s in str(e) for s in ("TABLE_OR_VIEW_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE", "is not a Delta table",
+                                     "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND", "doesn't exist",
+                                     "DELTA_PATH_DOES_NOT_EXIST", "SCHEMA_NOT_FOUND", "NoSuchTableException",
+                                     "NoSuchNamespaceException"))
 
 
 def _not_empty(path: str) -> bool:
