@@ -349,6 +349,8 @@ class SparkIcebergMirror(SparkDeltaMirror):
 
     def _owner(self, table: TableId) -> tuple[bool, str | None]:
         try:
+            if not self.spark.catalog.tableExists(self.name(table)):  # asked first: no error logged by Spark
+                return False, None
             rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.name(table)}").collect()
         except Exception as e:
             if _missing(e):
