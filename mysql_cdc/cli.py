@@ -449,7 +449,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     _check_source(ns)
     import mysql_cdc
 
-    with_delta_jars(ns)
+    with_lake_jars(ns)
     spark = _local_spark(ns, "mysql-cdc sync")
     batches: list[Any] = []
     extra = dict(_stream_options(ns))
@@ -481,7 +481,7 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     return rc
 
 
-def with_delta_jars(ns: argparse.Namespace) -> None:
+def with_lake_jars(ns: argparse.Namespace) -> None:
     """Add the format's Spark jars, SQL extension (and for Delta its catalog) to the sync's Spark settings
     (``--conf``): for Iceberg always (Iceberg has runtimes for Spark 4.0 and 4.1; the target's catalog is the
     user's, checked here), for Delta when ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta

@@ -76,7 +76,7 @@ def test_on_a_spark_without_delta_jars_a_catalog_target_is_refused_with_the_fix(
 
     import pyspark
 
-    from mysql_cdc.cli import with_delta_jars
+    from mysql_cdc.cli import with_lake_jars
     from mysql_cdc.errors import ConfigError
     from mysql_cdc.udtf.spark.compat import lake_formats
     from mysql_cdc.udtf.sync.sinks import choose_writer, delta_artifact, iceberg_artifact, parse_target
@@ -90,21 +90,21 @@ def test_on_a_spark_without_delta_jars_a_catalog_target_is_refused_with_the_fix(
     with pytest.raises(ConfigError, match="this Spark session has no Apache Iceberg: start it with Iceberg's runtime"):
         choose_writer(parse_target("lake.mirror"), lakes, "iceberg")
     with pytest.raises(ConfigError, match="--writer spark needs Delta Lake's jars for pyspark 4.3"):
-        with_delta_jars(argparse.Namespace(writer="spark", conf=[]))
+        with_lake_jars(argparse.Namespace(writer="spark", conf=[]))
     ns = argparse.Namespace(writer="auto", conf=[])
-    with_delta_jars(ns)
+    with_lake_jars(ns)
     assert ns.conf == []  # auto on 4.3: delta-rs, no jars
     iceberg = {"format": "iceberg", "writer": "auto", "to": "lake.m"}
     with pytest.raises(ConfigError, match="the catalog 'lake' of --to 'lake.m' is not set"):
-        with_delta_jars(argparse.Namespace(**iceberg, conf=[]))
+        with_lake_jars(argparse.Namespace(**iceberg, conf=[]))
     with pytest.raises(ConfigError, match="Apache Iceberg ships no Spark runtime for pyspark 4.3"):
-        with_delta_jars(argparse.Namespace(**iceberg, conf=[("spark.sql.catalog.lake", "x")]))
+        with_lake_jars(argparse.Namespace(**iceberg, conf=[("spark.sql.catalog.lake", "x")]))
     given = [("spark.sql.catalog.lake", "x"), ("spark.jars.packages", "o:iceberg-spark-runtime-4.1_2.13:1.12.0")]
     ns = argparse.Namespace(**iceberg, conf=given)
-    with_delta_jars(ns)  # a runtime the user gives is theirs to choose: only the SQL extension is added
+    with_lake_jars(ns)  # a runtime the user gives is theirs to choose: only the SQL extension is added
     assert dict(ns.conf)["spark.jars.packages"] == given[1][1] and "spark.sql.extensions" in dict(ns.conf)
     with pytest.raises(ConfigError, match="an Iceberg mirror goes into a catalog namespace, not the folder '/lake'"):
-        with_delta_jars(argparse.Namespace(**{**iceberg, "to": "/lake"}, conf=[]))
+        with_lake_jars(argparse.Namespace(**{**iceberg, "to": "/lake"}, conf=[]))
     for fmt, to, error in (("iceberg", str(tmp_path / "lake"), "an Iceberg mirror goes into a catalog namespace"),
                            ("hudi", str(tmp_path / "lake"), "format 'hudi' is not one the sync writes")):
         with pytest.raises(ConfigError, match=error):

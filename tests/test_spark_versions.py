@@ -320,12 +320,12 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     # the CLI adds the runtime beside packages the user gives (a catalog's bundle), and the SQL extension
     import argparse
 
-    from mysql_cdc.cli import with_delta_jars
+    from mysql_cdc.cli import with_lake_jars
 
     ns = argparse.Namespace(format="iceberg", writer="auto", to="lake.m", conf=[
         ("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog"),
         ("spark.jars.packages", "org.apache.iceberg:iceberg-aws-bundle:1.12.0")])
-    with_delta_jars(ns)
+    with_lake_jars(ns)
     assert dict(ns.conf)["spark.jars.packages"] == ("org.apache.iceberg:iceberg-aws-bundle:1.12.0,"
                                                     f"{iceberg_artifact(pyspark.__version__)}")
     assert "IcebergSparkSessionExtensions" in dict(ns.conf)["spark.sql.extensions"]
