@@ -15,7 +15,7 @@ timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-3000}" .venv/bin/python -m pytest -p no
   -m "not versions" "$@"
 rc=$?
 # what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);
-# the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on the newest Spark Delta ships for;
+# the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on 4.2 with MYSQL_CDC_LONG_VERSIONS=1;
 # the sync's kill test (Spark's Delta writer, 2 minutes) on 4.2; the sync into Iceberg with a kill (2 minutes) on
 # 4.1, the newest Spark Iceberg ships a runtime for, whose stream restarts as 4.0's does (no admission control)
 for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
