@@ -358,9 +358,13 @@ class SparkIcebergMirror(SparkDeltaMirror):
             raise
         return True, {r["key"]: r["value"] for r in rows}.get(SYNC_PROPERTY)
 
-    def _keyed(self, schema: TableSchema, want: pa.Schema) -> None:
+    def _identifier(self, schema: TableSchema, want: pa.Schema) -> tuple[str, ...]:
+        """The table's identifier fields: the key, or none (``lake_types.identifier_fields``)."""
         types = dict(_types(_spark_schema(want)))
-        fields = identifier_fields([(k, types[k].upper()) for k in schema.primary_key], "iceberg")
+        return identifier_fields([(k, types[k].upper()) for k in schema.primary_key], "iceberg")
+
+    def _keyed(self, schema: TableSchema, want: pa.Schema) -> None:
+        fields = self._identifier(schema, want)
         if fields:
             self.spark.sql(f"ALTER TABLE {self.name(schema.table)} SET IDENTIFIER FIELDS "
                            f"{', '.join(quote(f) for f in fields)}")
@@ -391,8 +395,7 @@ class SparkIcebergMirror(SparkDeltaMirror):
         update = schema_update(have, wanted, renamed, schema.primary_key)
         if update is None or jvm is None:
             return False
-        types = dict(_types(_spark_schema(want)))
-        identifier = identifier_fields([(k, types[k].upper()) for k in schema.primary_key], "iceberg")
+        identifier = self._identifier(schema, want)
 
         def iceberg_type(spark_type: str) -> Any:
             from pyspark.sql.types import _parse_datatype_string
