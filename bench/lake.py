@@ -73,7 +73,7 @@ def session(args: Any, work: str) -> Any:
 def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
     import mysql_cdc
     from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
-    from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS
+    from mysql_cdc.udtf.sync.sinks import batch_bounds
 
     spark = session(args, work)
     jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
@@ -113,7 +113,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
         d = os.path.join(work, "stream")
         reader = spark.readStream.format("mysql_cdc").option("source", "bench").option("tables", "tpch[.]orders") \
             .option("state_dir", os.path.join(d, "state")).option("once", "true")
-        for k, v in SYNC_DEFAULTS.items():
+        for k, v in batch_bounds("spark").items():  # the sync's bounds with Spark's writers
             reader = reader.option(k, v)
         q = reader.load().writeStream.format("noop").option("checkpointLocation", os.path.join(d, "ck")) \
             .trigger(**once_trigger()).start()

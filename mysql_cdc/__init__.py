@@ -132,9 +132,9 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.state.store import StateStore, tighten_umask
     from mysql_cdc.udtf.spark.compat import check_pyspark, lake_formats, once_trigger, stop_when_caught_up
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
-    from mysql_cdc.udtf.sync.job import SYNC_DEFAULTS, start_sync
+    from mysql_cdc.udtf.sync.job import start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
-    from mysql_cdc.udtf.sync.sinks import check_format, choose_writer, parse_target
+    from mysql_cdc.udtf.sync.sinks import batch_bounds, check_format, choose_writer, parse_target
     from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks, release_sync_locks
 
     remote = _is_connect(spark)
@@ -145,9 +145,9 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     # every path checked before anything is created; made absolute in a classic session (Spark resolves the
     # checkpoint in the JVM, the batch function in this process: one meaning)
     to, checkpoint, state_dir = check_sync_paths(to, checkpoint, state_dir, remote=remote)
-    choose_writer(parse_target(to), lake_formats(spark), check_format(format))  # the format and its writer, too
+    writer = choose_writer(parse_target(to), lake_formats(spark), check_format(format))  # the format, its writer
     given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
-    merged = {**SYNC_DEFAULTS, **{k: str(v) for k, v in given.items() if v is not None}}
+    merged = {**batch_bounds(writer), **{k: str(v) for k, v in given.items() if v is not None}}
     opts = parse_options(merged)
     registered = _profiles(profiles)
     if remote and opts.source in registered and registered[opts.source].password:

@@ -16,6 +16,9 @@ served by :mod:`.storage`)::
                                          when the stream decides that point again
     offsets/<stream>.json                the last committed offset of a stream, replaced atomically
     names/<short>.json                   the whole name behind a shortened file name (:func:`bounded`), once
+    sync.json                            the id of the mirror this capture feeds (``{"id": uuid}``), once
+    sync_query.json                      the streaming query that feeds it (``{"query": app id}``), once
+    mirrors/<db>.<table>.json            where the sync created the table's mirror, once
 
 Names are percent-encoded (:func:`table_file_name`); one longer than a file system takes (a pattern of a dozen
 tables, a table name of 64 CJK characters) is shortened with a hash (:func:`bounded`), the whole kept in
@@ -346,6 +349,16 @@ class StateStore:
         d = self._read_json(path)
         assert isinstance(d, dict)
         return str(d["id"])
+
+    def record_sync_query(self, query: str) -> str:
+        """The streaming query that feeds this capture's mirror (its app id, from its checkpoint), recorded by its
+        first batch (first one wins); the stored one. A state dir goes with one checkpoint: another query would
+        read the capture's snapshot again onto a mirror that has it (the sync refuses that)."""
+        path = self._path("sync_query.json")
+        self._write(path, json.dumps({"query": query}).encode(), first_wins=True)
+        d = self._read_json(path)
+        assert isinstance(d, dict)
+        return str(d["query"])
 
     def record_mirror(self, table: TableId, location: str) -> str:
         """Note that the sync created the table's mirror at ``location`` (first one wins); the stored one."""

@@ -63,6 +63,30 @@ def _change(root: Any, seed: int) -> None:
                     f"({', '.join(['%s'] * (len(KEYS[t]) + 1))})", (*_key(t, 1000 + seed), 7))
 
 
+def _snapshot_batches(ck: str) -> set[int]:
+    """The micro-batches of the checkpoint that read snapshot chunks (their offset ends in the snapshot)."""
+    out = set()
+    for name in os.listdir(os.path.join(ck, "offsets")):
+        if name.isdigit():
+            with open(os.path.join(ck, "offsets", name)) as f:
+                if json.loads(f.read().strip().splitlines()[-1]).get("phase") == "snapshot":
+                    out.add(int(name))
+    return out
+
+
+def _delta_commits(path: str) -> list[tuple[int, str, str]]:
+    """(txn version, operation, engine) of each commit of a Delta table that carries a transaction."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(path, "_delta_log", "*.json"))):
+        with open(f) as fh:
+            actions = [json.loads(line) for line in fh if line.strip()]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        for a in actions:
+            if "txn" in a:
+                out.append((int(a["txn"]["version"]), str(info.get("operation")), str(info.get("engineInfo"))))
+    return out
+
+
 def _source(info: ServerInfo, db: str, t: str, cols: list[str]) -> collections.Counter[tuple[Any, ...]]:
     conn = info.connect(root=True, database=db)
     cur = conn.cursor()
@@ -151,13 +175,15 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
     _make(root)
     to, ck, state, log = (str(tmp_path / n) for n in ("lake", "ck", "state", "log"))
     args = ["--tables", f"{db}[.](a|b|c)", "--to", to, "--checkpoint", ck, "--state-dir", state, "--chunk-size",
-            "100", "--max-chunks-per-batch", "4", "--interval", "0.2"]
+            "100", "--interval", "0.2"]
     # a mirror that delta-rs began (as before this Spark had a Spark writer: an upgrade) is taken over by Spark's
-    # Delta, which is killed in its turn: the same tables, the same transactions, no batch applied twice
-    p = _sync([*args, "--writer", "delta-rs"], profile, log)
+    # Delta, which is killed in its turn: the same tables, the same transactions, no batch applied twice. delta-rs
+    # reads a chunk a batch: Spark's writer has snapshot batches left to append.
+    p = _sync([*args, "--writer", "delta-rs", "--max-chunks-per-batch", "1"], profile, log)
     wait_until(lambda: _checkpoint_state(ck)[0] >= 1 or p.poll() is not None, 300, "a committed batch")
     assert p.poll() is None, _tail(log)
     _kill(p)
+    args += ["--max-chunks-per-batch", "4"]
     p = _sync(args, profile, log)
     wait_until(lambda: _checkpoint_state(ck)[0] >= 3 or p.poll() is not None, 300, "batches by Spark's writer")
     assert p.poll() is None, _tail(log)
@@ -173,6 +199,12 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
         assert got == _source(info, db, t, cols), t
         versions = [v for _, v in _txns(table_path(to, TableId(db, t)))]
         assert versions and len(versions) == len(set(versions)), (t, versions)  # no batch applied twice
+    # Spark's writer appends the snapshot's batches (new keys: no MERGE) and merges the binlog's
+    snapshot = _snapshot_batches(ck)
+    spark_made = [(v, op) for t in TABLES for v, op, engine in _delta_commits(table_path(to, TableId(db, t)))
+                  if "Delta-Lake" in engine]  # Spark's Delta (engineInfo "Apache-Spark/... Delta-Lake/...")
+    assert any(v in snapshot for v, _ in spark_made), (snapshot, spark_made)
+    assert all((op == "WRITE") == (v in snapshot) for v, op in spark_made), (snapshot, spark_made)
     # written by Spark's own Delta, which Delta ships jars for on every Spark this runs on (4.0 to 4.2; 4.3 runs
     # the delta-rs writer's kill test, tests/test_sync.py)
     assert delta_artifact(pyspark.__version__)
@@ -292,14 +324,14 @@ for t in ("a", "b", "c"):
     name = f"lake.mirror_{db}.{t}"
     out["tables"][t] = [r.asDict() for r in spark.table(name).collect()]
     out["types"][t] = spark.table(name).dtypes
-    out["marks"][t] = [[r["app"], r["batch"]] for r in spark.sql(
-        f"SELECT summary['mysql_cdc.app'] AS app, summary['mysql_cdc.batch'] AS batch FROM {name}.snapshots "
-        "ORDER BY committed_at").collect()]
+    out["marks"][t] = [[r["app"], r["batch"], r["operation"]] for r in spark.sql(
+        f"SELECT summary['mysql_cdc.app'] AS app, summary['mysql_cdc.batch'] AS batch, operation "
+        f"FROM {name}.snapshots ORDER BY committed_at").collect()]
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
     out["owner"][t] = props.get("mysql_cdc.sync")
 # the skip itself: a batch the table holds already is not committed again
 app = query_app_id(ck)
-last = max(int(b) for a, b in out["marks"]["a"] if a == app)
+last = max(int(b) for a, b, _ in out["marks"]["a"] if a == app)
 mirror = SparkIcebergMirror(spark, parse_target("lake.mirror_{database}"), parse_options({"state_dir": state}), state)
 out["replayed"] = mirror._exactly_once(spark, TableId(db, "a"), app, last, f"DELETE FROM lake.mirror_{db}.a")
 out["rows_after_replay"] = spark.table(f"lake.mirror_{db}.a").count()
@@ -360,12 +392,17 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     assert got.returncode == 0, got.stderr[-3000:]
     out = json.loads(got.stdout.strip().splitlines()[-1])
     value = {"a": "v", "b": "w", "c": "v"}
+    snapshot = _snapshot_batches(ck)
     for t in TABLES:
         cols = [*KEYS[t], value[t], *(["n"] if t == "a" else [])]
         mirrored = collections.Counter(tuple(r[c] for c in cols) for r in out["tables"][t])
         assert mirrored == _source(info, db, t, cols), t
-        marks = [tuple(m) for m in out["marks"][t] if m[1] is not None]
+        marks = [(app, int(batch)) for app, batch, _ in out["marks"][t] if batch is not None]
         assert marks and len(marks) == len(set(marks)), (t, out["marks"][t])  # no batch committed twice
+        # the snapshot's batches appended (new keys: no MERGE), the binlog's merged
+        ops = {int(batch): op for _, batch, op in out["marks"][t] if batch is not None}
+        assert any(b in snapshot for b in ops), (t, snapshot, ops)
+        assert all((op == "append") == (b in snapshot) for b, op in ops.items()), (t, snapshot, ops)
     assert out["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
     assert out["types"]["b"] == [["k", "string"], ["w", "int"]]
     assert out["replayed"] is False and out["rows_after_replay"] == len(out["tables"]["a"])

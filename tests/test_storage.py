@@ -5,6 +5,7 @@ cluster: ``tests/test_cluster.py``.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -206,3 +207,25 @@ def test_a_connect_clients_paths_are_the_servers(tmp_path: Path) -> None:
         check_sync_paths("dbfs:/lake", str(tmp_path / "ck"), str(tmp_path / "state"))
     with pytest.raises(ConfigError, match="must be absolute: the Spark Connect server resolves it"):
         check_sync_paths("lake", "/srv/ck", "/srv/state", remote=True)
+
+
+def test_a_state_dir_feeds_the_query_of_one_checkpoint(tmp_path: Path) -> None:
+    """The sync's first batch records its query (the checkpoint's id) in the state dir; the same query is taken
+    again after a restart, another checkpoint's query is refused naming both and the fix, and the record is the
+    documented JSON, private."""
+    from mysql_cdc.udtf.sync.job import claim_query, query_app_id
+
+    state = str(tmp_path / "state")
+    for ck, query in (("ck", "3f1c"), ("ck2", "9a0e")):
+        (tmp_path / ck).mkdir()
+        (tmp_path / ck / "metadata").write_text(json.dumps({"id": query}))
+    first = query_app_id(str(tmp_path / "ck"))
+    assert claim_query(state, first) == first
+    assert claim_query(state, first) == first  # a restart from the same checkpoint
+    with pytest.raises(StateError) as e:
+        claim_query(state, query_app_id(str(tmp_path / "ck2")))
+    text = str(e.value)
+    assert "mysql_cdc.sync:3f1c" in text and "mysql_cdc.sync:9a0e" in text and "checkpoint back" in text, text
+    record = tmp_path / "state" / "sync_query.json"
+    assert record.read_text() == '{"query": "mysql_cdc.sync:3f1c"}'
+    assert record.stat().st_mode & 0o777 == 0o600

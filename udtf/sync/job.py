@@ -37,6 +37,7 @@ from mysql_cdc.rows import (
     OP_COLUMN,
     RESET_OP,
     SEQ_COLUMN,
+    SNAPSHOT,
     TABLE_COLUMN,
     VALUES_COLUMN,
 )
@@ -44,14 +45,13 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.storage import read_text
 from mysql_cdc.state.store import StateStore, capture_options, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
+from mysql_cdc.udtf.sync.last_image import appends
 from mysql_cdc.udtf.sync.mirror import DeltaMirror, check_tables
 from mysql_cdc.udtf.sync.target import SyncLock, hold_sync_locks
 
 APP_PREFIX = "mysql_cdc.sync:"
 MERGE_THREADS = 4  # tables of a batch merged at once by the Spark writer (each a Spark job)
 _log = logging.getLogger("mysql_cdc.sync")
-# batches the driver holds whole (each micro-batch is collected into it): a few hundred MB at most
-SYNC_DEFAULTS = {"max_chunks_per_batch": "4", "max_rows_per_batch": "200000", "max_bytes_per_batch": str(64 << 20)}
 
 
 @dataclass
@@ -97,6 +97,20 @@ def query_app_id(checkpoint: str) -> str:
                          "checkpoint on a local path or a store the state_dir could be on (state/storage.py)") from e
 
 
+def claim_query(state_dir: str, app_id: str) -> str:
+    """``app_id`` (the streaming query of the sync's checkpoint), once the capture's state dir records it as the
+    query that feeds its mirror (the first batch of a sync records it); a state dir that another query fed is
+    refused: that query read the capture's snapshot onto the mirror, and this one, which starts from its own
+    checkpoint, would read it again (``last_image.appends`` counts on one query per mirror)."""
+    held = StateStore(state_dir).record_sync_query(app_id)
+    if held != app_id:
+        raise StateError(f"the state_dir {state_dir!r} feeds the streaming query {held!r}, and this checkpoint is of "
+                         f"another one ({app_id!r}): a capture's state_dir goes with the checkpoint it began with. "
+                         "Give the sync its checkpoint back, or start this mirror again (a new target, checkpoint and "
+                         "state_dir)")
+    return app_id
+
+
 class SyncBatches:
     """The ``foreachBatch`` function of a sync: each micro-batch of the envelope stream (option ``tables``)
     split by table, typed again with the schema the capture recorded, and merged into that table's mirror."""
@@ -130,7 +144,7 @@ class SyncBatches:
             self.mirror.prepare(schemas)
             self._prepare = False
         if self._app_id is None:
-            self._app_id = query_app_id(self.checkpoint)
+            self._app_id = claim_query(self.state_dir, query_app_id(self.checkpoint))
         stats = BatchStats(batch_id)
         if by_spark:
             self.follow_schemas()
@@ -218,6 +232,7 @@ class SyncBatches:
             groups = (df.groupBy(DATABASE_COLUMN, TABLE_COLUMN)
                       .agg(F.count(F.lit(1)).alias("n"),
                            F.max((F.col(OP_COLUMN) == RESET_OP).cast("int")).alias("reset"),
+                           F.min((F.col(OP_COLUMN) == SNAPSHOT).cast("int")).alias("snapshot"),
                            F.max(COMMIT_COLUMN).alias("last")).collect())
             stats.rows = sum(int(g["n"]) for g in groups)
             merges: list[tuple[Any, TableSchema, Any]] = []  # (group, schema, rows): merged together below
@@ -232,9 +247,11 @@ class SyncBatches:
             app_id, together = self._app_id, len(merges) > 1
 
             def merge(item: tuple[Any, TableSchema, Any]) -> bool:
-                _, schema, part = item
+                g, schema, part = item
                 capture = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
-                return bool(self.mirror.apply_frame(schema, part, capture, app_id, batch_id, own_session=together))
+                fresh = appends(bool(g["snapshot"]), schema.primary_key, schema.chunk_key)  # new keys only
+                return bool(self.mirror.apply_frame(schema, part, capture, app_id, batch_id, own_session=together,
+                                                    append=fresh))
 
             # the batch's tables merge at the same time, each MERGE a Spark job of its own (its own session)
             with ThreadPoolExecutor(max_workers=min(MERGE_THREADS, max(1, len(merges)))) as pool:

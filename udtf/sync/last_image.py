@@ -50,3 +50,24 @@ def final_images(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     picked = rows.take(pc.take(indices, pc.sort_indices(indices)))  # in the batch's order
     deleted = pc.is_in(picked.column(OP_COLUMN), pa.array(DELETE_OPS))
     return picked.select(columns).append_column(DELETE_COLUMN, deleted)
+
+
+def appends(snapshot_only: bool, primary_key: Sequence[str], chunk_key: Sequence[str]) -> bool:
+    """Whether a batch's rows of one table can be appended to its mirror instead of merged: they are all
+    snapshot rows (``r``), and the table is chunked by columns of its primary key.
+
+    Why that is enough: snapshot rows come in batches of their own (a batch ends at snapshot chunks or at a
+    binlog position, never both), a round reads each chunk once, and a table's mirror holds no row when its round
+    begins (created for it, or emptied by its reset's ``T`` row, one batch before). A chunk key made of key
+    columns puts each primary key in one chunk for good (the key fixes the chunk key's value), so no key of the
+    batch is in the mirror already or twice in the batch, and each key's last image is its one row: the MERGE
+    would insert every row, and an append does the same without joining the table. A batch Spark runs again after
+    a crash is the same batch, skipped as a MERGE is (the batch's id in the commit). A chunk key of other
+    columns can move a row between chunks that two batches read, so such a table is merged.
+
+    >>> appends(True, ("id",), ("id",)), appends(True, ("a", "b"), ("a",)), appends(True, ("id",), ("email",))
+    (True, True, False)
+    >>> appends(False, ("id",), ("id",))  # a change row among them: merged
+    False
+    """
+    return snapshot_only and bool(primary_key) and set(chunk_key) <= set(primary_key)

@@ -8,7 +8,8 @@ The same contract as :class:`~mysql_cdc.udtf.sync.mirror.DeltaMirror`:
 
 - tables created (or checked: made by this capture, its sync id in table property ``mysql_cdc.sync``, with the
   capture's columns) before any data is read; key columns NOT NULL; column types by ``lake_types``;
-- exactly once: every MERGE, DELETE and rewrite commits with Delta's idempotent-write settings
+- a batch's snapshot rows of new keys (``last_image.appends``) are appended (``INSERT``), without the MERGE's join;
+- exactly once: every MERGE, INSERT, DELETE and rewrite commits with Delta's idempotent-write settings
   ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (the query's id, the batch id), which Delta skips
   when the table's log holds that version of that app already (measured on delta-spark 4.4.0: a replayed MERGE
   or DELETE commits nothing);
@@ -270,11 +271,12 @@ class SparkDeltaMirror:
         return self._exactly_once(self.spark, table, app_id, batch_id, f"DELETE FROM {self.name(table)}")
 
     def apply_frame(self, schema: TableSchema, rows: Any, capture: pa.Schema, app_id: str, batch_id: int,
-                    own_session: bool = False) -> bool:
+                    own_session: bool = False, append: bool = False) -> bool:
         """Merge one batch's rows of one table (a DataFrame of the stream's rows of that table) with one MERGE,
         run by Spark; false when the table's log holds this batch already (Delta skipped it). ``own_session``:
         the MERGE runs in a new session of its own (a classic one), whose settings (the batch's transaction) no
-        other table's MERGE running at the same time sees."""
+        other table's MERGE running at the same time sees. ``append``: the rows are new keys, one row each
+        (``last_image.appends``): appended (``INSERT``) in one commit with the same transaction, no join."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -285,13 +287,16 @@ class SparkDeltaMirror:
         typed = rows.select(VALUES_COLUMN, OP_COLUMN, SEQ_COLUMN).mapInArrow(
             decode_batches(capture, want, self.fmt),
             _spark_schema(pa.schema([*want, pa.field(OP_COLUMN, pa.string()), pa.field(SEQ_COLUMN, pa.int64())])))
-        # the greatest _change_seq per key (one per image: the change type only makes the order total), with no
-        # non-deterministic expression in the plan (Iceberg's MERGE refuses a source that has one)
-        last = Window.partitionBy(*[F.col(quote(k)) for k in schema.primary_key]).orderBy(
-            F.col(SEQ_COLUMN).desc(), F.col(OP_COLUMN).isin(*DELETE_OPS).asc())
-        final = (typed.withColumn(_RANK, F.row_number().over(last)).filter(F.col(_RANK) == 1)
-                 .select(*[F.col(quote(f.name)) for f in want],
-                         F.col(OP_COLUMN).isin(*DELETE_OPS).alias(DELETE_COLUMN)))
+        if append:
+            final = typed.select(*[F.col(quote(f.name)) for f in want])
+        else:
+            # the greatest _change_seq per key (one per image: the change type only makes the order total), with
+            # no non-deterministic expression in the plan (Iceberg's MERGE refuses a source that has one)
+            last = Window.partitionBy(*[F.col(quote(k)) for k in schema.primary_key]).orderBy(
+                F.col(SEQ_COLUMN).desc(), F.col(OP_COLUMN).isin(*DELETE_OPS).asc())
+            final = (typed.withColumn(_RANK, F.row_number().over(last)).filter(F.col(_RANK) == 1)
+                     .select(*[F.col(quote(f.name)) for f in want],
+                             F.col(OP_COLUMN).isin(*DELETE_OPS).alias(DELETE_COLUMN)))
         session = final.sparkSession
         view = f"mysql_cdc_batch_{uuid.uuid4().hex}"
         shared = own_session and not type(session).__module__.startswith("pyspark.sql.connect")
@@ -304,7 +309,9 @@ class SparkDeltaMirror:
         cols = [quote(f.name) for f in want]
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in schema.primary_key)
         flag = f"s.{quote(DELETE_COLUMN)}"
-        sql = (f"MERGE INTO {self.name(schema.table)} AS t USING {source} AS s ON {on} "
+        sql = (f"INSERT INTO {self.name(schema.table)} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM {source}"
+               if append else
+               f"MERGE INTO {self.name(schema.table)} AS t USING {source} AS s ON {on} "
                f"WHEN MATCHED AND {flag} THEN DELETE "
                f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
                f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({', '.join(cols)}) "
