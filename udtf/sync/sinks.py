@@ -212,8 +212,8 @@ def batch_bounds(writer: Writer) -> dict[str, str]:
     delta-rs collects each batch into the driver's Python: a few hundred MB at most (4 chunks, 200,000 rows,
     64 MiB). Spark's writers hold no row in the driver (the batch stays on the executors, which spill it), and
     each commit costs seconds of fixed work (a MERGE plans, joins and commits), so their batches are bigger:
-    measured on TPC-H orders sf 1 (1.5 M rows, Delta, 2 cores), the snapshot took 14 batches and 143 s at
-    delta-rs's bounds, 2 batches and 34 s in one. A batch is also what a crash reads again.
+    measured on TPC-H orders sf 1 (1.5 M rows, Delta, 2 cores, MERGEs), the snapshot took 14 batches and 143 s at
+    delta-rs's bounds, 2 batches and 34 s at larger ones. A batch is also what a crash reads again.
 
     >>> batch_bounds("delta-rs")["max_rows_per_batch"], batch_bounds("spark")["max_rows_per_batch"]
     ('200000', '1000000')
