@@ -13,8 +13,9 @@ The same contract as :class:`~mysql_cdc.udtf.sync.mirror.DeltaMirror`:
   ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (the query's id, the batch id), which Delta skips
   when the table's log holds that version of that app already (measured on delta-spark 4.4.0: a replayed MERGE
   or DELETE commits nothing);
-- a schema change moves the rows to the new columns (``evolve_rows``, by the capture's history) in one
-  overwrite of the table, as delta-rs does; a reset (``T`` row) deletes every row.
+- a schema change is one ``ALTER TABLE`` where one does it (``delta_evolve``: columns added at the end, one
+  renamed or some dropped, with column mapping), else it moves the rows to the new columns (``evolve_rows``, by
+  the capture's history) in one overwrite of the table, as delta-rs does; a reset (``T`` row) deletes every row.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from mysql_cdc.rows import OP_COLUMN, SEQ_COLUMN, VALUES_COLUMN
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.schema.evolve import evolve_rows
+from mysql_cdc.udtf.sync.delta_evolve import COLUMN_MAPPING, delta_alter
 from mysql_cdc.udtf.sync.iceberg_evolve import schema_update
 from mysql_cdc.udtf.sync.lake_types import Format, identifier_fields, lake_arrow_type, to_lake
 from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, DELETE_OPS
@@ -57,6 +59,11 @@ def _spark_schema(schema: pa.Schema, nullable: bool = True) -> Any:
 
 def _types(schema: Any) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def _wanted(want: pa.Schema) -> list[tuple[str, str, bool]]:
+    """The mirror's wanted columns as (name, Spark type text, nullable), as the schema-update rules take them."""
+    return [(n, t, f.nullable) for (n, t), f in zip(_types(_spark_schema(want, nullable=False)), want)]
 
 
 def decode_batches(capture: pa.Schema, lake: pa.Schema, fmt: Format = "delta") -> Any:
@@ -190,9 +197,26 @@ class SparkDeltaMirror:
 
     def _in_place(self, schema: TableSchema, have: list[tuple[str, str, bool]], want: pa.Schema,
                   renamed: dict[str, str]) -> bool:
-        """Follow a schema change without a rewrite where the format can (Delta here: never; see
-        :class:`SparkIcebergMirror`); true when done. ``have``: the table's (name, type, nullable)."""
-        return False
+        """Follow a schema change without a rewrite where the format can; true when done. ``have``: the table's
+        (name, type, nullable). Delta: one ``ALTER TABLE`` (``delta_evolve``: columns added at the end, one
+        renamed, or dropped), the table given column mapping first for a rename or a drop."""
+        alter = delta_alter(schema_update(have, _wanted(want), renamed, schema.primary_key), have)
+        if alter is None:
+            return False
+        name = self.name(schema.table)
+        if alter.needs_mapping and (self._detail(schema.table)["properties"] or {}).get(
+                "delta.columnMapping.mode", "none") == "none":
+            props = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in COLUMN_MAPPING.items())
+            self.spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props})")
+        if alter.kind == "add":
+            sql = f"ADD COLUMNS ({', '.join(f'{quote(n)} {t}' for n, t in alter.columns)})"
+        elif alter.kind == "rename":
+            (old, new), = alter.columns
+            sql = f"RENAME COLUMN {quote(old)} TO {quote(new)}"
+        else:
+            sql = f"DROP COLUMNS ({', '.join(quote(n) for n, _ in alter.columns)})"
+        self.spark.sql(f"ALTER TABLE {name} {sql}")
+        return True
 
     def _exactly_once(self, session: Any, table: TableId, app_id: str, batch_id: int, sql: str) -> bool:
         """Run ``sql`` (one commit to the table) once for the batch: Delta skips it when the table's log holds
@@ -398,8 +422,7 @@ class SparkIcebergMirror(SparkDeltaMirror):
         the identifier fields in a single commit, no data rewritten), through Iceberg's Java API in the session's
         JVM; false where Iceberg cannot, or the session has no JVM here (Spark Connect): then a rewrite."""
         jvm = getattr(self.spark, "_jvm", None)
-        wanted = [(n, t, f.nullable) for (n, t), f in zip(_types(_spark_schema(want, nullable=False)), want)]
-        update = schema_update(have, wanted, renamed, schema.primary_key)
+        update = schema_update(have, _wanted(want), renamed, schema.primary_key)
         if update is None or jvm is None:
             return False
         identifier = self._identifier(schema, want)
