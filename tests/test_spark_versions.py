@@ -385,8 +385,10 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
         info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     """``mysql-cdc sync --format iceberg`` into a namespace of an Iceberg catalog (Hadoop, in the test's
     folder), killed with -9 while it runs, then run to the end after an added column (in place) and a renamed
-    one (a rewrite): every table equals its source, no batch is in two snapshots of a table, a batch the table
-    has is skipped, the key is the table's identifier fields and the tables carry the capture's sync id."""
+    one (in place too), then a name freed and taken again (the table snapshotted again: emptied, its columns
+    changed in place, refilled): every table equals its source, no batch is in two snapshots of a table, a batch
+    the table has is skipped, the key is the table's identifier fields, the snapshots' batches are appends and the
+    tables carry the capture's sync id."""
     from mysql_cdc.udtf.sync.sinks import iceberg_artifact
 
     assert iceberg_artifact(pyspark.__version__), "Iceberg's runtime exists for Spark 4.0 and 4.1"
@@ -418,6 +420,10 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     _change(root, 80)
     root.cursor().execute("ALTER TABLE b RENAME COLUMN v TO w")
     root.cursor().execute("UPDATE b SET w = w + 5 WHERE k < 'k00010'")
+    # a name freed and taken again in one statement: the capture snapshots the table again (its mirror emptied,
+    # given the new columns, refilled)
+    root.cursor().execute("ALTER TABLE c RENAME COLUMN v TO w, ADD COLUMN v INT NULL")
+    root.cursor().execute("UPDATE c SET v = x WHERE x < 3")
     p = _sync([*args, "--once"], profile, log)
     assert p.wait(300) == 0, _tail(log)
     with open(log, encoding="utf-8", errors="replace") as f:
@@ -426,16 +432,18 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     # both schema changes in place: one Iceberg schema update each, no rows rewritten
     assert f"mirror of {db}.a: columns now ['id', 'v', 'n'] (in place)" in said, _tail(log)
     assert f"mirror of {db}.b: columns now ['k', 'w'] (in place)" in said, _tail(log)
+    assert f"mirror of {db}.c: columns now ['x', 'y', 'w', 'v'] (in place)" in said, _tail(log)
+    assert "reset" in [e.action for e in StateStore(state).history(TableId(db, "c"))]
     script = tmp_path / "read_iceberg.py"
     script.write_text(ICEBERG_READ)
     got = subprocess.run([sys.executable, str(script), db, warehouse, ck, state], env=_repo_env(True),
                          cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
     assert got.returncode == 0, got.stderr[-3000:]
     out = json.loads(got.stdout.strip().splitlines()[-1])
-    value = {"a": "v", "b": "w", "c": "v"}
+    value = {"a": ["v", "n"], "b": ["w"], "c": ["w", "v"]}
     snapshot = _snapshot_batches(ck)
     for t in TABLES:
-        cols = [*KEYS[t], value[t], *(["n"] if t == "a" else [])]
+        cols = [*KEYS[t], *value[t]]
         mirrored = collections.Counter(tuple(r[c] for c in cols) for r in out["tables"][t])
         assert mirrored == _source(info, db, t, cols), t
         marks = [(app, int(batch)) for app, batch, _ in out["marks"][t] if batch is not None]
@@ -446,6 +454,7 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
         assert all((op == "append") == (b in snapshot) for b, op in ops.items()), (t, snapshot, ops)
     assert out["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
     assert out["types"]["b"] == [["k", "string"], ["w", "int"]]
+    assert out["types"]["c"] == [["x", "int"], ["y", "int"], ["w", "int"], ["v", "int"]]
     assert out["replayed"] is False and out["rows_after_replay"] == len(out["tables"]["a"])
     assert len(set(out["owner"].values())) == 1 and out["owner"]["a"]
     for t in TABLES:  # identifier fields = the primary key, in the table's current schema

@@ -120,8 +120,11 @@ class SparkDeltaMirror:
                          for f, (_, t) in zip(want, _types(_spark_schema(want))))
 
     def _detail(self, table: TableId) -> Any:
-        """``DESCRIBE DETAIL`` of the mirror table, ``None`` where there is no Delta table."""
+        """``DESCRIBE DETAIL`` of the mirror table, ``None`` where there is no Delta table (a catalog's table is
+        looked up first: Spark logs an error for a missing one even when the caller catches it)."""
         try:
+            if self.target.kind == "catalog" and not self.spark.catalog.tableExists(self.name(table)):
+                return None
             return self.spark.sql(f"DESCRIBE DETAIL {self.name(table)}").collect()[0]
         except Exception as e:  # AnalysisException on a missing table or a folder without a Delta log
             if _missing(e):
