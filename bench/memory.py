@@ -4,6 +4,7 @@ snapshot and then an UPDATE of the largest), against Spark's JDBC reader of the 
 memory (the nightly dump it replaces), in a throwaway local server. A benchmark, not a test: it asserts nothing.
 
     bash bench/memory.sh [--server mariadb|mysql] [--rows 2850000] [--blobs 64,128,192,256] [--wide-driver-memory 3g]
+        [--sync-python .venv-spark-4.2.1/bin/python]   # Spark's Delta writer (pyspark 4.2) instead of delta-rs
 
 Each run is sampled every 50 ms: the JVM (driver and, in local mode, executors), the job's own Python (which
 collects each micro-batch to merge it into Delta) and the largest Spark Python worker. The sync runs twice on the
@@ -78,12 +79,15 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f}"
 
 
+SYNC_PYTHON = [sys.executable]  # the Python (and so the pyspark) that runs the sync: --sync-python
+
+
 def sync_run(info: ServerInfo, work: str, name: str, tables: str, *extra: str) -> dict[str, Any]:
     """``mysql-cdc sync --once`` in a process of its own; its peak memory, time and outcome."""
     env = {**os.environ, "MYSQL_CDC_PROFILE_BENCH": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"}
     env.pop("PYSPARK_PYTHON", None)
     base = os.path.join(work, name)
-    cmd = [sys.executable, "-m", "mysql_cdc", "sync", "--source", "bench", "--tables", tables, "--to",
+    cmd = [SYNC_PYTHON[0], "-m", "mysql_cdc", "sync", "--source", "bench", "--tables", tables, "--to",
            f"{base}/lake", "--checkpoint", f"{base}/ck", "--state-dir", f"{base}/state", "--once", "--master",
            "local[2]", "--log", f"{base}.spark.log", *extra]
     started = time.monotonic()
@@ -155,7 +159,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_850_000)
     ap.add_argument("--blobs", default="64,128,192,256", help="sizes in MB of the large values, one row each")
     ap.add_argument("--wide-driver-memory", default="3g", help="--driver-memory of the runs on large values")
+    ap.add_argument("--sync-python", default=sys.executable,
+                    help="the Python that runs the sync, by its pyspark: this one (4.3: delta-rs in the driver), or "
+                         "e.g. .venv-spark-4.2.1/bin/python (Spark's Delta on the executors)")
     args = ap.parse_args()
+    SYNC_PYTHON[0] = args.sync_python
+    spark = subprocess.run([args.sync_python, "-c", "import pyspark; print(pyspark.__version__)"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    writer = "delta-rs" if spark.startswith("4.3") else "Spark's Delta"
     blobs = [int(x) for x in args.blobs.split(",")]
     results: list[tuple[str, int, dict[str, Any]]] = []
     with bench_server(args.server) as (info, _):
@@ -175,7 +186,8 @@ def main() -> None:
         conn.close()
         results.append((f"sync --once, wide: UPDATE of the {blobs[-1]} MB row (binlog)", 1,
                         sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory)))
-    lines = [f"Peak resident memory (MB) of `mysql-cdc sync --once` (local[2]; Spark's default 1g driver, "
+    lines = [f"Peak resident memory (MB) of `mysql-cdc sync --once` (pyspark {spark}, written by {writer}; "
+             "local[2]; Spark's default 1g driver, "
              f"{args.wide_driver_memory} for the large values) and of Spark's JDBC reader in the same 1g driver, "
              f"{args.server}, {os.cpu_count()} cores.", "",
              "| run | rows | seconds | JVM | the job's Python | largest Python worker | all | outcome |",
@@ -186,7 +198,7 @@ def main() -> None:
     peer = results[0][2]["total"]
     ours = results[1][2]["total"]
     lines += ["", f"The bounded sync's peak, all processes, is {ours / max(peer, 1):.2f}x the JDBC dump's."]
-    write_result(f"memory-{args.server}", "\n".join(lines))
+    write_result(f"memory-{args.server}" + ("" if writer == "delta-rs" else f"-pyspark{spark}"), "\n".join(lines))
 
 
 if __name__ == "__main__":
