@@ -9,10 +9,11 @@ The same contract as :class:`~mysql_cdc.udtf.sync.mirror.DeltaMirror`:
 - tables created (or checked: made by this capture, its sync id in table property ``mysql_cdc.sync``, with the
   capture's columns) before any data is read; key columns NOT NULL; column types by ``lake_types``;
 - a batch's snapshot rows of new keys (``last_image.appends``) are appended (``INSERT``), without the MERGE's join;
-- exactly once: every MERGE, INSERT, DELETE and rewrite commits with Delta's idempotent-write settings
+- exactly once: every MERGE, INSERT and DELETE commits with Delta's idempotent-write settings
   ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (the query's id, the batch id), which Delta skips
-  when the table's log holds that version of that app already (measured on delta-spark 4.4.0: a replayed MERGE
-  or DELETE commits nothing);
+  when the table's log holds that version of that app already (measured on delta-spark 4.4.0: a replayed MERGE,
+  INSERT or DELETE commits nothing); a schema change's ALTER or rewrite carries none (done again, it finds the
+  table changed already, or gives the same table);
 - a schema change is one ``ALTER TABLE`` where one does it (``delta_evolve``: columns added at the end, one
   renamed or some dropped, with column mapping), else it moves the rows to the new columns (``evolve_rows``, by
   the capture's history) in one overwrite of the table, as delta-rs does; a reset (``T`` row) deletes every row.
