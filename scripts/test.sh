@@ -11,7 +11,7 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/mypy
 set +e
 # a hung run fails here instead of eating CI's whole budget (the suite takes about 35 minutes on 2 cores)
-timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-3000}" .venv/bin/python -m pytest -p no:cacheprovider --durations=15 \
+timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-3600}" .venv/bin/python -m pytest -p no:cacheprovider --durations=15 \
   -m "not versions" "$@"
 rc=$?
 # what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);

@@ -126,6 +126,9 @@ def test_a_sync_on_isolated_workers_under_writers_and_kill_9_of_a_worker_and_the
     assert glob.glob(os.path.join(state, "chunks", "*", "*.json"))
 
 
+# one server (CI time): what is tested is where the reads run and what they need, not server behaviour; the sync
+# on isolated workers above runs on both
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)
 def test_a_stream_on_isolated_workers_spreads_a_binlog_backlog_over_both_by_default(
         cluster: StandaloneCluster, hidden: Path, classic_spark: Any, s3: S3Server, info: ServerInfo,
         profile: ConnectionProfile, db: str, root: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

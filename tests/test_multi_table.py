@@ -278,6 +278,9 @@ def test_one_stream_mirrors_a_dozen_tables_under_writers_with_one_binlog_connect
             remote.stop()
 
 
+# one server (CI time): a lost Connect server and its restart are Spark's; the stream's recovery from a kill on
+# both servers is the sync's eight-kill test and the stream tests here
+@pytest.mark.parametrize("server", ["mariadb"], indirect=True)
 def test_kill_9_of_the_connect_server_under_a_many_table_stream_loses_nothing(
         classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any
         ) -> None:
