@@ -79,15 +79,14 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f}"
 
 
-SYNC_PYTHON = [sys.executable]  # the Python (and so the pyspark) that runs the sync: --sync-python
-
-
-def sync_run(info: ServerInfo, work: str, name: str, tables: str, *extra: str) -> dict[str, Any]:
-    """``mysql-cdc sync --once`` in a process of its own; its peak memory, time and outcome."""
+def sync_run(info: ServerInfo, work: str, name: str, tables: str, *extra: str, python: str = sys.executable
+             ) -> dict[str, Any]:
+    """``mysql-cdc sync --once`` in a process of its own, run by ``python`` (its pyspark: --sync-python); its
+    peak memory, time and outcome."""
     env = {**os.environ, "MYSQL_CDC_PROFILE_BENCH": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"}
     env.pop("PYSPARK_PYTHON", None)
     base = os.path.join(work, name)
-    cmd = [SYNC_PYTHON[0], "-m", "mysql_cdc", "sync", "--source", "bench", "--tables", tables, "--to",
+    cmd = [python, "-m", "mysql_cdc", "sync", "--source", "bench", "--tables", tables, "--to",
            f"{base}/lake", "--checkpoint", f"{base}/ck", "--state-dir", f"{base}/state", "--once", "--master",
            "local[2]", "--log", f"{base}.spark.log", *extra]
     started = time.monotonic()
@@ -163,7 +162,6 @@ def main() -> None:
                     help="the Python that runs the sync, by its pyspark: this one (4.3: delta-rs in the driver), or "
                          "e.g. .venv-spark-4.2.1/bin/python (Spark's Delta on the executors)")
     args = ap.parse_args()
-    SYNC_PYTHON[0] = args.sync_python
     spark = subprocess.run([args.sync_python, "-c", "import pyspark; print(pyspark.__version__)"], check=True,
                            capture_output=True, text=True).stdout.strip()
     writer = "delta-rs" if spark.startswith("4.3") else "Spark's Delta"
@@ -174,18 +172,20 @@ def main() -> None:
         load(info, args.rows, blobs)
         results.append(("Spark JDBC -> Parquet (the nightly dump), narrow", args.rows, jdbc_run(info, work, "narrow")))
         results.append(("sync --once, narrow: defaults (batches bounded)", args.rows,
-                        sync_run(info, work, "narrow", "mem[.]narrow")))
+                        sync_run(info, work, "narrow", "mem[.]narrow", python=args.sync_python)))
         results.append(("sync --once, narrow: bounds off (as before)", args.rows,
                         sync_run(info, work, "narrow-unbounded", "mem[.]narrow", "--max-rows-per-batch", "0",
-                                 "--max-bytes-per-batch", "0")))
+                                 "--max-bytes-per-batch", "0", python=args.sync_python)))
         results.append((f"sync --once, wide ({'/'.join(map(str, blobs))} MB values): snapshot", len(blobs),
-                        sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory)))
+                        sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory,
+                                 python=args.sync_python)))
         conn = info.connect(root=True, database="mem")
         conn.autocommit(True)
         conn.cursor().execute("UPDATE wide SET v = v + 1 WHERE id = %s", (len(blobs),))
         conn.close()
         results.append((f"sync --once, wide: UPDATE of the {blobs[-1]} MB row (binlog)", 1,
-                        sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory)))
+                        sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory,
+                                 python=args.sync_python)))
     lines = [f"Peak resident memory (MB) of `mysql-cdc sync --once` (pyspark {spark}, written by {writer}; "
              "local[2]; Spark's default 1g driver, "
              f"{args.wide_driver_memory} for the large values) and of Spark's JDBC reader in the same 1g driver, "

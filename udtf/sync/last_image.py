@@ -59,10 +59,10 @@ def appends(snapshot_only: bool, primary_key: Sequence[str], chunk_key: Sequence
     Why that is enough: snapshot rows come in batches of their own (a batch ends at snapshot chunks or at a
     binlog position, never both), a round reads each chunk once, and a table's mirror holds no row when its round
     begins (created for it, or emptied by its reset's ``T`` row, one batch before; one streaming query feeds a
-    mirror: ``job.claim_query``). A chunk key made of key
-    columns puts each primary key in one chunk for good (the key fixes the chunk key's value), so no key of the
-    batch is in the mirror already or twice in the batch, and each key's last image is its one row: the MERGE
-    would insert every row, and an append does the same without joining the table. A batch Spark runs again after
+    mirror: ``job.claim_query``). A chunk key made of key columns puts each primary key in one chunk for good
+    (the key fixes the chunk key's value), so no key of the batch is in the mirror already or twice in the batch,
+    and each key's last image is its one row: the MERGE would insert every row, and an append does the same
+    without joining the table. A batch Spark runs again after
     a crash is the same batch, skipped as a MERGE is (the batch's id in the commit). A chunk key of other
     columns can move a row between chunks that two batches read, so such a table is merged.
 

@@ -166,12 +166,13 @@ class DeltaMirror:
             made = store.mirror(s.table)
             if dl.DeltaTable.is_deltatable(p):
                 existing = dl.DeltaTable(p)
-                if existing.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
+                meta = existing.metadata()
+                if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
                     raise TableError(f"the Delta table {p!r} of {str(s.table)!r} uses column mapping (Spark's Delta "
                                      "renamed or dropped a column of it in place), which delta-rs does not write: "
                                      "sync it with Spark's Delta (pyspark 4.0 to 4.2 with Delta's jars), or start "
                                      "this mirror again (a new target, checkpoint and state_dir)")
-                owner = _SYNC_ID.search(existing.metadata().description or "")
+                owner = _SYNC_ID.search(meta.description or "")
                 diff = _same_columns(pa.schema(existing.schema().to_arrow()), want)
                 if owner is None or owner.group(1) != sync_id:
                     by = f"by the sync {owner.group(1)!r}" if owner else "by something other than this job"
