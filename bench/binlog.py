@@ -16,15 +16,18 @@ it reads that range with:
 - this project's core reader, ``BinlogPhase.changes`` (transactions, the emit decision, canonical values), with
   the library's decoder (``row_decoder=library``, the reader before issue 15) and with the decoder compiled per
   table map (``row_decoder=planned``, the default);
+- ``BinlogPhase.runs``: the same change rows by rows event (``ChangeRun``), as the Spark surfaces take them
+  since issue 32 (no object made per change row);
 - the same, the range cut in two at a transaction boundary (``BinlogPhase.split``, as parallel catch-up cuts
   it) and read by two processes at once;
 - ``mysql_cdc_binlog`` in Spark SQL (one task, counted);
 - a stream (``readStream``, ``availableNow``, counted in ``foreachBatch``), which also scans the range once in
-  the driver to plan its batch, with one task and with ``binlog_partitions`` 2 (Spark local[2]).
+  the driver to plan its batch, with one task and with ``binlog_partitions`` 2 (Spark local[2]), and a stream of
+  ``tables`` (the many-table envelope the sync reads: each row's values as JSON).
 
-The first four run in a process of their own each (the peak RSS is that process's: Python keeps what it once
-allocated), the Spark ones in one local Spark (the peak is the JVM and its Python workers). Writes a Markdown
-table to stdout and to ``bench/results/binlog-<server>-sf<scale>.md``.
+The core readers and the library loop run in a process of their own each (the peak RSS is that process's:
+Python keeps what it once allocated), the Spark ones in one local Spark (the peak is the JVM and its Python
+workers). Writes a Markdown table to stdout and to ``bench/results/binlog-<server>-sf<scale>.md``.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from tests.servers import ServerInfo, mysql_chroot  # noqa: E402
 
 Range = tuple[str, int, str, int]  # start file, start position, end file, end position
 CORE = "mysql_cdc core: BinlogPhase.changes"
-READERS = ("c", "raw", "library", "planned", "parallel", "spark")
+READERS = ("c", "raw", "library", "planned", "runs", "parallel", "spark")
 
 
 def raw_loop(info: ServerInfo, rng: Range) -> int:
@@ -83,11 +86,13 @@ def core(info: ServerInfo, rng: Range, decoder: str) -> Callable[[], int]:
 
     profile = ConnectionProfile(host=info.host, port=info.port, user=info.user, password=info.password)
     opts = parse_options({"table": "tpch.orders", "startup": "offset", "startup_offset": f"{rng[0]}:{rng[1]}",
-                          "row_decoder": decoder})
+                          "row_decoder": "planned" if decoder == "runs" else decoder})
     facts, schema = describe_table(profile, opts, "tpch.orders")
     phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
-    return lambda: sum(1 for _ in phase.changes(ReadFrom(BinlogOffset(rng[0], rng[1])),
-                                                BinlogOffset(rng[2], rng[3])))
+    start, end = ReadFrom(BinlogOffset(rng[0], rng[1])), BinlogOffset(rng[2], rng[3])
+    if decoder == "runs":  # change rows by event, as the Spark surfaces take them: no object per row
+        return lambda: sum(len(run.values) for run in phase.runs(start, end))
+    return lambda: sum(1 for _ in phase.changes(start, end))
 
 
 def _child(target: str, info: ServerInfo, rng: Range, ready: Any, out: Any) -> None:
@@ -186,10 +191,11 @@ def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
     sql = ("SELECT * FROM mysql_cdc_binlog(source => 'bench', table => 'tpch.orders', startup => 'offset', "
            f"startup_offset => '{rng[0]}:{rng[1]}', end => '{rng[2]}:{rng[3]}')")
 
-    def stream(parts: int) -> int:
+    def stream(parts: int, many: bool = False) -> int:
         base = tempfile.mkdtemp(dir=work)
         counts: list[int] = []
-        q = (spark.readStream.format("mysql_cdc").option("source", "bench").option("table", "tpch.orders")
+        q = (spark.readStream.format("mysql_cdc").option("source", "bench")
+             .option("tables" if many else "table", "tpch[.]orders" if many else "tpch.orders")
              .option("startup", "offset").option("startup_offset", f"{rng[0]}:{rng[1]}")
              .option("binlog_partitions", parts)
              .option("state_dir", os.path.join(base, "state")).load().writeStream
@@ -201,7 +207,9 @@ def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
     out = []
     for name, action in (("mysql_cdc_binlog (Spark SQL, one task, count)", lambda: int(spark.sql(sql).count())),
                          ("stream (readStream, availableNow, one task, count)", lambda: stream(1)),
-                         ("stream, binlog_partitions 2 (parallel catch-up: two tasks)", lambda: stream(2))):
+                         ("stream, binlog_partitions 2 (parallel catch-up: two tasks)", lambda: stream(2)),
+                         ("stream of tables (the many-table envelope: JSON values), one task",
+                          lambda: stream(1, True))):
         runs = []
         for _ in range(repeat):
             with PeakRss(lambda: [jvm_pid]) as mem:
@@ -244,6 +252,7 @@ def run_server(kind: str, scale: float, repeat: int, readers: set[str]) -> str:
                 ("raw", "raw", 1, "python-mysql-replication loop (rows decoded to dicts, nothing else)"),
                 ("library", "library", 1, f"{CORE}, row_decoder library (before issue 15)"),
                 ("planned", "planned", 1, f"{CORE}, row_decoder planned (default)"),
+                ("runs", "runs", 1, "mysql_cdc core: BinlogPhase.runs (change rows by event, as Spark takes them)"),
                 ("parallel", "planned", 2, f"{CORE}, planned, the range cut in two, two processes (parallel "
                  "catch-up)")):
             if key in readers:

@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mysql_cdc.errors import SchemaChangedError
 
@@ -105,21 +106,171 @@ def _decoder(t: pa.DataType) -> _Codec:
     return _identity
 
 
+def _python_texts(col: pa.Array) -> list[str | None]:
+    """JSON texts of a column's values one by one in Python (the reference :func:`encode_column` keeps to)."""
+    enc = _encoder(col.type)
+    return [None if v is None else _DUMPS(enc(v)) for v in col.to_pylist()]
+
+
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+# characters a JSON string escapes (RE2 syntax): such a string is written by Python's encoder, the rest as is
+_ESCAPED = r'[\x00-\x1f"\\]'
+
+
+def _quoted(texts: pa.Array, col: pa.Array | None = None) -> pa.Array:
+    """``texts`` in double quotes; with ``col`` (the strings themselves), those holding a character JSON escapes
+    are written by Python's encoder instead (few in real text)."""
+    out = pc.binary_join_element_wise('"', texts, '"', "")
+    if col is not None and len(col) and pc.any(pc.match_substring_regex(col, _ESCAPED)).as_py():
+        out = pa.array([_DUMPS(v) if v is not None and _needs_escape(v) else t
+                        for v, t in zip(col.to_pylist(), out.to_pylist())], pa.string())
+    return out
+
+
+def _needs_escape(v: str) -> bool:
+    return any(c in '"\\' or c < " " for c in v)
+
+
+def _value_texts(col: pa.Array) -> pa.Array:
+    """One column's values as JSON texts (a string array, nulls null), made on the whole column where Arrow's
+    kernels give the text :func:`_python_texts` gives, else by it (binary as base64, a DECIMAL Arrow would
+    write with an exponent, a float Arrow writes without a point, other types)."""
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        return pc.cast(col, pa.string())
+    if pa.types.is_floating(t):
+        if pc.any(pc.is_inf(col)).as_py() or pc.any(pc.is_nan(col)).as_py():
+            raise ValueError("Out of range float values are not JSON compliant")
+        texts = pc.cast(pc.cast(col, pa.float64()), pa.string())
+        # Arrow writes 3.0 as 3, -0.0 as -0 and 1e-05 as 0.00001: each reads back as the same double, but an
+        # integer text would come back from json as an int (and -0 as 0), so those get Python's text
+        plain = pc.invert(pc.match_substring_regex(texts, r"[.eE]"))
+        if pc.any(plain).as_py():
+            texts = pc.if_else(plain, pa.array(_python_texts(col), pa.string()), texts)
+        return texts
+    if pa.types.is_decimal(t):
+        texts = pc.cast(col, pa.string())
+        exp = pc.match_substring(texts, "E")  # Arrow writes 0 at scale 30 as 0E-30: Python's digits for those
+        if pc.any(exp).as_py():
+            return _quoted(pc.if_else(exp, pa.array([None if v is None else _digits(v) for v in col.to_pylist()],
+                                                    pa.string()), texts))
+        return _quoted(texts)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _quoted(col.cast(pa.string()), col)
+    if pa.types.is_date32(t):
+        return _quoted(pc.cast(col, pa.string()))
+    if pa.types.is_timestamp(t) and t.unit == "us" and t.tz in (None, "UTC", "+00:00"):
+        return _quoted(pc.strftime(col, format="%Y-%m-%dT%H:%M:%S" + ("+00:00" if t.tz else "")))
+    if pa.types.is_duration(t) and t.unit == "us":
+        return pc.cast(pc.cast(col, pa.int64()), pa.string())
+    return pa.array(_python_texts(col), pa.string())
+
+
+def encode_column(batch: pa.RecordBatch) -> pa.Array:
+    """One JSON object per row of ``batch``, keys in column order (see the module's table), as a string array
+    made column by column: each column's values become JSON texts on the whole column (:func:`_value_texts`),
+    then each row's pieces are joined by Arrow. The texts are :func:`encode_rows`' (floats may be written
+    otherwise, as the same double: Arrow writes 1e-05 as 0.00001).
+
+    >>> import decimal
+    >>> b = pa.record_batch([pa.array([1, None]), pa.array(['a"b', "c"]),
+    ...                      pa.array([decimal.Decimal("0E-3"), None], pa.decimal128(5, 3))], names=["k", "s", "d"])
+    >>> encode_column(b).to_pylist()
+    ['{"k":1,"s":"a\\\\"b","d":"0.000"}', '{"k":null,"s":"c","d":null}']
+    """
+    n = batch.num_rows
+    if not batch.num_columns:
+        return pa.array(["{}"] * n, pa.string())
+    pieces: list[Any] = []
+    for i, (name, col) in enumerate(zip(batch.schema.names, batch.columns)):
+        pieces.append(("{" if i == 0 else ",") + _DUMPS(name) + ":")
+        pieces.append(pc.fill_null(_value_texts(col), "null"))
+    pieces.append("}")
+    if n == 0:
+        return pa.array([], pa.string())
+    return pc.binary_join_element_wise(*pieces, "")
+
+
 def encode_rows(batch: pa.RecordBatch) -> list[str]:
-    """One JSON object per row of ``batch``, keys in column order (see the module's table)."""
+    """One JSON object per row of ``batch``, keys in column order (see the module's table): the texts of
+    :func:`encode_column`, as Python strings."""
+    return list(encode_column(batch).to_pylist())
+
+
+def encode_rows_python(batch: pa.RecordBatch) -> list[str]:
+    """:func:`encode_rows` made value by value in Python: the reference the columnar encoder is tested against."""
     names = batch.schema.names
     columns = []
     for col in batch.columns:
         enc = _encoder(col.type)
         values = col.to_pylist()
         columns.append(values if enc is _identity else [None if v is None else enc(v) for v in values])
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-    return [dumps(dict(zip(names, row))) for row in zip(*columns)] if columns else ["{}"] * batch.num_rows
+    return [_DUMPS(dict(zip(names, row))) for row in zip(*columns)] if columns else ["{}"] * batch.num_rows
 
 
-def decode_rows(texts: Sequence[str], schema: pa.Schema) -> pa.RecordBatch:
+def decode_rows(texts: Sequence[str] | pa.Array, schema: pa.Schema) -> pa.RecordBatch:
     """The typed rows again: ``schema`` is the table's Arrow schema (a single-table read's columns). A text
-    with other columns than ``schema`` was written with another schema of the table: an error, never a guess."""
+    with other columns than ``schema`` was written with another schema of the table: an error, never a guess.
+
+    Read on whole columns by Arrow's JSON reader (the texts as lines, each column read as its JSON type, then
+    cast: DECIMAL digits, dates and times from their text; base64 alone is decoded value by value); a text the
+    reader cannot take, or one that lacks a column, is read by :func:`decode_rows_python`, which names the
+    cause."""
+    arr = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
+    if len(arr) == 0 or arr.null_count:
+        return decode_rows_python(arr.to_pylist(), schema)
+    try:
+        return _decode_columns(arr, schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, _Missing):
+        return decode_rows_python(arr.to_pylist(), schema)
+
+
+class _Missing(Exception):
+    """Internal: a text lacks a column (the JSON reader gives it as null)."""
+
+
+def _json_type(t: pa.DataType) -> pa.DataType:
+    """What a column of type ``t`` is in the JSON text (the module's table)."""
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        return t
+    if pa.types.is_floating(t):
+        return pa.float64()
+    if pa.types.is_duration(t):
+        return pa.int64()
+    return pa.string()
+
+
+def _decode_columns(texts: pa.Array, schema: pa.Schema) -> pa.RecordBatch:
+    import pyarrow.json as pj
+
+    # the texts as lines of one buffer (no text holds a raw line break: JSON escapes it)
+    whole = pa.ListArray.from_arrays(pa.array([0, len(texts)], pa.int32()), texts.cast(pa.large_string()))
+    data = pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer()
+    table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(
+                             use_threads=False, block_size=min(data.size + 1, 2**31 - 1)),
+                         parse_options=pj.ParseOptions(
+                             explicit_schema=pa.schema([(f.name, _json_type(f.type)) for f in schema]),
+                             unexpected_field_behavior="error"))
+    if table.num_rows != len(texts):
+        raise _Missing
+    arrays = []
+    for f in schema:
+        col = table.column(f.name).combine_chunks()
+        if col.null_count:  # a null read is a JSON null or a missing key: the key must be in its text
+            absent = pc.and_(col.is_null(), pc.invert(pc.match_substring(texts, _DUMPS(f.name) + ":")))
+            if pc.any(absent).as_py():
+                raise _Missing
+        t = f.type
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            col = pa.array([None if v is None else _unb64(v) for v in col.to_pylist()], t)
+        elif col.type != t:
+            col = pc.cast(col, t)
+        arrays.append(col)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def decode_rows_python(texts: Sequence[str], schema: pa.Schema) -> pa.RecordBatch:
+    """:func:`decode_rows` value by value in Python, with a check of every text's columns."""
     objs = [json.loads(t) for t in texts]
     names = schema.names
     for o in objs:

@@ -20,7 +20,7 @@ stop, or a read that meets one it did not plan for) it stops the read with
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from mysql_cdc.connect import ServerFacts, connect
@@ -37,7 +37,15 @@ from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
 from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, server_end
-from mysql_cdc.udtf.binlog.transactions import SchemaChange, Transaction, read_transactions
+from mysql_cdc.udtf.binlog.transactions import (
+    BinlogRow,
+    RowsRun,
+    SchemaChange,
+    Transaction,
+    as_rows,
+    image_count,
+    read_transactions,
+)
 from mysql_cdc.udtf.convert import binlog_row_converter
 from mysql_cdc.xa import after
 
@@ -55,6 +63,43 @@ class Change(NamedTuple):
     gtid: str | None
     timestamp: int  # commit time, seconds since the epoch
     seq: int = 0  # the image's LONG sequence (offsets.change_sequence): binlog order, unique
+
+
+ALTERNATING = "±U"  # a run of an update event's images: -U, +U, -U, +U, ...
+_RUN_OPS = {"insert": "+I", "delete": "-D", "update": ALTERNATING}
+
+
+class ChangeRun(NamedTuple):
+    """Change rows of one rows event (or one change row) that share all but their values: what the Spark
+    surfaces turn into Arrow columns without a Python object per row (:mod:`udtf.spark.output`). Image ``k``
+    of the run has op ``op`` (``±U``: ``-U`` for even ``k``, ``+U`` for odd), values ``values[k]``, index
+    ``row + k`` in its transaction and sequence ``seq + k``; the rest is the run's.
+
+    >>> run = ChangeRun(TableId("d", "t"), ALTERNATING, [(1, "a"), (1, "b")], "b.000002", 900, 4, None, 7, 99)
+    >>> [(c.op, c.values, c.row, c.seq) for c in run_changes(run)]
+    [('-U', (1, 'a'), 4, 99), ('+U', (1, 'b'), 5, 100)]
+    """
+
+    table: TableId
+    op: str  # +I, -U, +U, -D, or ±U (ALTERNATING)
+    values: Sequence[tuple[Any, ...]]
+    file: str
+    pos: int
+    row: int
+    gtid: str | None
+    timestamp: int
+    seq: int
+
+
+def run_changes(run: ChangeRun) -> Iterator[Change]:
+    """A run's change rows, one by one."""
+    t, op, f, p, r, g, ts, seq = run.table, run.op, run.file, run.pos, run.row, run.gtid, run.timestamp, run.seq
+    if op != ALTERNATING:
+        for k, vals in enumerate(run.values):
+            yield Change(t, op, vals, f, p, r + k, g, ts, seq + k)
+        return
+    for k, vals in enumerate(run.values):
+        yield Change(t, "+U" if k % 2 else "-U", vals, f, p, r + k, g, ts, seq + k)
 
 
 class _StopAtDdl(Exception):
@@ -131,7 +176,14 @@ class BinlogPhase:
 
     def changes(self, start: ReadFrom, end: BinlogOffset | None) -> Iterator[Change]:
         """Change rows of committed transactions after ``start`` up to ``end`` (a transaction boundary;
-        ``None``: the binlog end when the read starts)."""
+        ``None``: the binlog end when the read starts): :meth:`runs`, row by row."""
+        for run in self.runs(start, end):
+            yield from run_changes(run)
+
+    def runs(self, start: ReadFrom, end: BinlogOffset | None) -> Iterator[ChangeRun]:
+        """The change rows of :meth:`changes` as :class:`ChangeRun` s: an event's rows decoded by a plan and
+        emitted whole (no emit rule, or one that decides the event by its position) are one run; every other
+        change row is a run of its own."""
         if end is None:
             end = server_end(self.profile, self.facts)
         tables = set(self.schemas)
@@ -140,13 +192,14 @@ class BinlogPhase:
             for txn in read_transactions(self.profile, sid, start.offset, tables, **self._reading,
                                          auto_position=start.auto_position, end=end,
                                          on_schema_change=self._on_schema_change, skip_before=start.skip_before,
-                                         decoders=self.decoders, piece=self.opts.fetch_size, xa_pending=start.xa):
+                                         decoders=self.decoders, piece=self.opts.fetch_size, xa_pending=start.xa,
+                                         runs=True):
                 if txn.complete:
                     self.transactions += 1
                     self.last = BinlogOffset(txn.file, txn.end)
-                yield from self._transaction(txn, first)
+                yield from self._runs(txn, first)
                 # a transaction read in pieces numbers its images on from piece to piece
-                first = 0 if txn.complete else first + sum(1 + (r.op == "update") for r in txn.rows)
+                first = 0 if txn.complete else first + image_count(txn.rows)
         self.close()
 
     def batch_end(self, start: ReadFrom, end: BinlogOffset, max_rows: int = 0,
@@ -265,7 +318,8 @@ class BinlogPhase:
             for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
                                          on_schema_change=lambda ch: None, xa_search=False):
-                for r in txn.rows:
+                for item in txn.rows:
+                    r = as_rows(item)[0]
                     return list(r.after if r.after is not None else r.before or {})
         return None
 
@@ -279,12 +333,43 @@ class BinlogPhase:
                 f"was planned with {sorted(self._names[t])!r}; take a new snapshot of the table")
         return self._conv[t](img)
 
-    def _every_change(self, txn: Transaction, first: int) -> Iterator[Change]:
+    def _runs(self, txn: Transaction, first: int) -> Iterator[ChangeRun]:
+        """A transaction's change rows as runs: an event's rows (a :class:`RowsRun`) whole when every image of
+        it is emitted without looking at keys; row by row (:meth:`_transaction`) when the emit rule has to
+        look at a key of one of its events."""
+        decided: list[bool] = []
+        for item in txn.rows:
+            rule = self.rules.get(self._ids.get((item.database, item.table)) or TableId(item.database, item.table))
+            d = True if rule is None else rule.decided(BinlogOffset(item.file, item.pos), item.gtid)
+            if d is None:
+                rows = [r for it in txn.rows for r in as_rows(it)]
+                for ch in self._transaction(rows, txn.timestamp, first):
+                    yield ChangeRun(ch.table, ch.op, (ch.values,), ch.file, ch.pos, ch.row, ch.gtid, ch.timestamp,
+                                    ch.seq)
+                return
+            decided.append(d)
+        n = first
+        ts = txn.timestamp
+        for item, d in zip(txn.rows, decided):
+            t = self._ids.get((item.database, item.table)) or TableId(item.database, item.table)
+            if isinstance(item, RowsRun):
+                if d:
+                    yield ChangeRun(t, _RUN_OPS[item.op], item.images, item.file, item.pos, n, item.gtid, ts,
+                                    change_sequence(item.file, item.start, 0))
+                n += len(item.images)
+                continue
+            if not d:  # not converted: it may predate the table's snapshot and have another shape
+                n += 1 + (item.op == "update")
+                continue
+            for ch in self._every_change((item,), ts, n):
+                yield ChangeRun(t, ch.op, (ch.values,), ch.file, ch.pos, ch.row, ch.gtid, ts, ch.seq)
+                n += 1
+
+    def _every_change(self, rows: Sequence[BinlogRow], ts: int, first: int) -> Iterator[Change]:
         """:meth:`_transaction` where no table has an emit rule (a read past every chunk, or from an offset):
         every image is emitted, so none waits for a decision."""
         n = first
-        ts = txn.timestamp
-        for r in txn.rows:
+        for r in rows:
             t = self._ids.get((r.database, r.table)) or TableId(r.database, r.table)
             before, after = r.before, r.after
             if r.op == "update":
@@ -303,18 +388,18 @@ class BinlogPhase:
                              ts, change_sequence(r.file, r.start, r.ordinal))
                 n += 1
 
-    def _transaction(self, txn: Transaction, first: int = 0) -> Iterator[Change]:
+    def _transaction(self, rows: Sequence[BinlogRow], ts: int, first: int = 0) -> Iterator[Change]:
         # decide: by position or GTID alone where the rule allows, by the key's chunk otherwise. An image its
         # table's chunks already hold everywhere is not converted: it may predate the table's snapshot (a table
         # added later, renamed into the capture) and have another shape (its table map then does not fit the
         # schema, so udtf.binlog.rowimage left it to the library, as a dict).
         if not self._ruled:
-            yield from self._every_change(txn, first)
+            yield from self._every_change(rows, ts, first)
             return
         images: list[tuple[TableId, str, tuple[Any, ...], Any]] = []
         verdict: list[bool | None] = []
         pending: dict[TableId, list[int]] = {}
-        for r in txn.rows:
+        for r in rows:
             t = TableId(r.database, r.table)
             rule = self.rules.get(t)
             d = True if rule is None else rule.decided(BinlogOffset(r.file, r.pos), r.gtid)
@@ -346,7 +431,7 @@ class BinlogPhase:
             if ok:
                 # an update's images are 2i and 2i+1 of its event; an insert's or a delete's, i
                 image = 2 * r.ordinal + (op == "+U") if r.op == "update" else r.ordinal
-                yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, txn.timestamp,
+                yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, ts,
                              change_sequence(r.file, r.start, image))
 
 

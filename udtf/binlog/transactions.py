@@ -68,6 +68,54 @@ class BinlogRow(NamedTuple):
     ordinal: int = 0  # the row's index in that event
 
 
+class RowsRun(NamedTuple):
+    """The rows of one rows event decoded by its table map's plan, kept together (a read with ``runs``): the
+    images in the event's order (an update's before and after images alternate), nothing made per row."""
+
+    database: str
+    table: str
+    op: str  # insert | update | delete
+    images: list[tuple[Any, ...]]
+    file: str
+    pos: int  # end position of the event
+    gtid: str | None
+    timestamp: int
+    start: int  # start position of the event
+
+    @property
+    def row_total(self) -> int:
+        """The rows it holds (an update's two images are one row)."""
+        return len(self.images) // 2 if self.op == "update" else len(self.images)
+
+
+def as_rows(item: BinlogRow | RowsRun) -> list[BinlogRow]:
+    """A transaction's item as :class:`BinlogRow` s (a run cut into its rows).
+
+    >>> run = RowsRun("d", "t", "update", [(1, "a"), (1, "b")], "b.1", 900, None, 7, 800)
+    >>> [(r.op, r.before, r.after, r.ordinal) for r in as_rows(run)]
+    [('update', (1, 'a'), (1, 'b'), 0)]
+    """
+    if isinstance(item, BinlogRow):
+        return [item]
+    d, t, f, p, g, ts, st = item.database, item.table, item.file, item.pos, item.gtid, item.timestamp, item.start
+    im = item.images
+    if item.op == "update":
+        return [BinlogRow(d, t, "update", im[2 * i], im[2 * i + 1], f, p, g, ts, st, i) for i in range(len(im) // 2)]
+    if item.op == "insert":
+        return [BinlogRow(d, t, "insert", None, img, f, p, g, ts, st, i) for i, img in enumerate(im)]
+    return [BinlogRow(d, t, "delete", img, None, f, p, g, ts, st, i) for i, img in enumerate(im)]
+
+
+def row_count(items: Iterable[BinlogRow | RowsRun]) -> int:
+    """Rows of a transaction's items."""
+    return sum(1 if isinstance(i, BinlogRow) else i.row_total for i in items)
+
+
+def image_count(items: Iterable[BinlogRow | RowsRun]) -> int:
+    """Row images of a transaction's items (an update has two)."""
+    return sum((1 + (i.op == "update")) if isinstance(i, BinlogRow) else len(i.images) for i in items)
+
+
 @dataclass(frozen=True)
 class Transaction:
     """The captured rows of one committed transaction, yielded once its commit was read; or, when the reader
@@ -78,7 +126,8 @@ class Transaction:
     file: str
     end: int  # binlog position just after the commit: a transaction boundary, where a later read may start
     timestamp: int
-    rows: tuple[BinlogRow, ...]
+    # its rows; a read with ``runs`` gives the rows of an event decoded by a plan as one RowsRun (as_rows)
+    rows: tuple[BinlogRow | RowsRun, ...]
     complete: bool = True
     # what it did to XA transactions (mysql_cdc.xa.after): ("prepare", xid, where its group starts) for an XA
     # PREPARE, whose rows are held (``held``), not delivered; ("commit" | "rollback", xid, None) for the end
@@ -120,7 +169,7 @@ class TransactionReader:
                  skip_before: int | None = None, on_ddl: Callable[[str, str], None] | None = None,
                  decoders: RowDecoders | None = None, piece: int = 0,
                  server_version: tuple[int, int, int] | None = None, allow_statement_writes: bool = False,
-                 prepared: dict[Xid, list[BinlogRow]] | None = None,
+                 prepared: dict[Xid, list[BinlogRow]] | None = None, runs: bool = False,
                  find_prepared: Callable[[Xid, BinlogOffset], list[BinlogRow]] | None = None) -> None:
         self.tables = tables
         self.wanted = {(t.database, t.table) for t in tables}
@@ -129,6 +178,7 @@ class TransactionReader:
         self.on_schema_change, self.on_ddl = on_schema_change, on_ddl
         self.skip_before = skip_before
         self.decoders = decoders
+        self.runs = runs
         self.piece = piece if skip_before is None else 0  # the skip is decided per whole transaction
         self.allow_statement_writes = allow_statement_writes
         # the last boundary yielded (None: not known yet, a read by GTID auto-positioning)
@@ -137,7 +187,8 @@ class TransactionReader:
         self.done = False  # the read reached its end
         # the open transaction
         self.gtid: str | None = None
-        self.rows: list[BinlogRow] = []
+        self.rows: list[BinlogRow | RowsRun] = []
+        self.count = 0  # its rows
         self.ts = 0
         self.ts_set = False  # its time was read (its first event's: known before its rows)
         self.in_pieces = ""  # the table whose rows of it went out in pieces first ("": none did)
@@ -216,7 +267,7 @@ class TransactionReader:
             txn = Transaction(self.gtid, self.file, pos, self.ts, tuple(self.rows), xa=tuple(self.xa_here),
                               held=tuple(held or ()))
             self.last = BinlogOffset(self.file, pos).position_key()
-        self.rows, self.gtid, self.in_pieces, self.ts_set = [], None, "", False
+        self.rows, self.count, self.gtid, self.in_pieces, self.ts_set = [], 0, None, "", False
         self.xa_open, self.xa_here = False, []
         self.group_start = (self.file, pos)
         return txn
@@ -239,7 +290,7 @@ class TransactionReader:
                                      f"{UNREADABLE_EVENTS[event.event_type]}")
 
     def on_gtid(self, event: Any, pos: int) -> None:
-        self.rows = []
+        self.rows, self.count = [], 0
         self.gtid = str(event.gtid)
         self.ts, self.ts_set = int(event.timestamp), True
         self.group_start = (self.file, pos - int(event.packet.event_size))
@@ -254,11 +305,11 @@ class TransactionReader:
             raise BinlogError(f"the XA transaction prepared at {self.file}:{pos} had rows of {self.in_pieces} sent "
                               "on before its prepare was read: raise fetch_size above its rows and read it again")
         xid = Xid(bytes(event.xid_gtrid), bytes(event.xid_bqual), int(event.xid_format_id))
-        held = self.rows
+        held = [r for item in self.rows for r in as_rows(item)]
         if not self._resent(pos):
             self.prepared[xid] = held
             self.xa_here.append(("prepare", xid, self.group_start))
-        self.rows = []
+        self.rows, self.count = [], 0
         return self._boundary(pos, held)
 
     def on_xa_end(self, verb: str, xid: Xid, event: Any, pos: int) -> Transaction | None:
@@ -277,11 +328,12 @@ class TransactionReader:
             start = pos - int(event.packet.event_size)
             self.rows = [r._replace(file=self.file, pos=pos, start=start, ordinal=i, gtid=self.gtid,
                                     timestamp=int(event.timestamp)) for i, r in enumerate(held)]
+            self.count = len(self.rows)
         return self._boundary(pos)
 
     def on_commit(self, pos: int) -> Transaction | None:
         if not self._late(self.ts):
-            self.rows = []
+            self.rows, self.count = [], 0
         return self._boundary(pos)
 
     def on_query(self, event: Any, pos: int) -> Transaction | None:
@@ -329,14 +381,19 @@ class TransactionReader:
             refuse_partial_json(event.rows, where)
         start = pos - int(event.packet.event_size)
         images = None if self.decoders is None or partial else self.decoders.images(event, where)
+        before = len(self.rows)
         if images is None:
             self.rows.extend(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
+        elif self.runs and not self.xa_open:  # an XA transaction's rows are held, then delivered elsewhere
+            op = "insert" if isinstance(event, ev.write) else "update" if isinstance(event, ev.update) else "delete"
+            self.rows.append(RowsRun(event.schema, event.table, op, images, self.file, pos, self.gtid, self.ts, start))
         else:
             self.rows.extend(self._planned_rows(event, images, pos, start))
-        if self.piece and not self.xa_open and len(self.rows) >= self.piece:
+        self.count += row_count(self.rows[before:])
+        if self.piece and not self.xa_open and self.count >= self.piece:
             self.in_pieces = self.in_pieces or f"{self.rows[0].database}.{self.rows[0].table}"
             txn = Transaction(self.gtid, self.file, pos, self.ts, tuple(self.rows), complete=False)
-            self.rows = []
+            self.rows, self.count = [], 0
             self.sent_upto = BinlogOffset(self.file, pos).position_key()
             return txn
         return None
@@ -366,7 +423,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                       decoders: RowDecoders | None = None, piece: int = 0,
                       server_version: tuple[int, int, int] | None = None,
                       allow_statement_writes: bool = False, xa_pending: Sequence[PendingXa] = (),
-                      xa_search: bool = True,
+                      xa_search: bool = True, runs: bool = False,
                       claim: Callable[[], AbstractContextManager[int]] | None = None,
                       wait_for_end: float = END_WAIT_SECONDS) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
@@ -384,6 +441,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
       yielded, ``on_schema_change`` every DDL statement on a captured table;
     - with ``decoders``, rows events of tables whose table map matches their schema are decoded by
       :mod:`udtf.binlog.rowimage` (images come as canonical tuples); others by the library (dicts);
+    - with ``runs`` (and ``decoders``), the rows of an event decoded by a plan come as one :class:`RowsRun`
+      (nothing made per row), except an XA transaction's;
     - with ``piece`` > 0 (and no ``skip_before``), a transaction is yielded in pieces of about that many rows
       as its rows events arrive, so that memory holds a piece, not a whole transaction; its last piece comes
       at its commit (the binlog holds a transaction's rows only once it committed; XA PREPARE is refused);
@@ -432,7 +491,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     reader = TransactionReader(start, tables, flavor=flavor, auto_position=auto_position, end=end,
                                on_schema_change=on_schema_change, skip_before=skip_before, on_ddl=on_ddl,
                                decoders=decoders, piece=piece, server_version=server_version,
-                               allow_statement_writes=allow_statement_writes, prepared=prepared,
+                               allow_statement_writes=allow_statement_writes, prepared=prepared, runs=runs,
                                find_prepared=functools.partial(find_prepared, profile, server_id, tables=tables,
                                                                claim=claim, **common)
                                if xa_search else lambda xid, at: [])
@@ -569,7 +628,8 @@ def read_row_changes(profile: ConnectionProfile, server_id: int, start: BinlogOf
     for txn in read_transactions(profile, server_id, start, tables, flavor=flavor, auto_position=use_gtid,
                                  decoders=decoders, server_version=server_version,
                                  allow_statement_writes=allow_statement_writes, claim=claim):
-        yield from txn.rows
+        for item in txn.rows:
+            yield from as_rows(item)
         if done(txn.gtid, txn.file, txn.end):
             return
 

@@ -80,7 +80,7 @@ def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versio
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             if not versions:
-                typed = decode_rows(b.column(VALUES_COLUMN).to_pylist(), values_schema)
+                typed = decode_rows(b.column(VALUES_COLUMN), values_schema)
                 yield pa.RecordBatch.from_arrays([*typed.columns, *(b.column(m) for m in meta)], schema=out_schema)
                 continue
             ops, files, poss = (b.column(c).to_pylist() for c in (OP_COLUMN, FILE_COLUMN, POS_COLUMN))

@@ -11,7 +11,9 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import (
     StringType,
     StructField,
@@ -23,15 +25,14 @@ from mysql_cdc.errors import ConfigError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import SNAPSHOT_SEQUENCE, change_sequence
 from mysql_cdc.options import OPTIONS, CdcOptions
-from mysql_cdc.rowjson import encode_rows
+from mysql_cdc.rowjson import encode_column
 from mysql_cdc.rows import CHANGE_TYPES, META_COLUMNS, META_NULLABLE, RESET_OP, VALUES_COLUMN
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.types import arrow_type, spark_data_type, spark_type
-from mysql_cdc.udtf.binlog.phase import (
-    Change,
-)
+from mysql_cdc.udtf.binlog.phase import ALTERNATING, Change, ChangeRun, run_changes
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.snapshot.reader import ChunkRead
+from mysql_cdc.udtf.spark.change_columns import grouped, images, meta_arrays, table_places, value_columns
 
 CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
@@ -105,6 +106,24 @@ def change_meta(ch: Change) -> tuple[Any, ...]:
     return tuple(col[0] for col in change_meta_columns([ch]))
 
 
+def change_rows(runs: Iterator[ChangeRun]) -> Iterator[tuple[Any, ...]]:
+    """Change rows of one table as Python tuples (values, then :data:`META_COLUMNS`): what a Python UDTF
+    yields. The metadata are made once per run; an image's op, row and sequence from the run's."""
+    for run in runs:
+        if not run.values:
+            continue
+        first = next(run_changes(run))
+        op, db, table, chunk, where, file, pos, row, gtid, _, seq, at = change_meta(first)
+        if run.op == ALTERNATING:
+            for k, vals in enumerate(run.values):
+                o = "+U" if k % 2 else "-U"
+                yield (*vals, o, db, table, chunk, where, file, pos, row + k, gtid, CHANGE_TYPES[o], seq + k, at)
+        else:
+            kind = CHANGE_TYPES[op]
+            for k, vals in enumerate(run.values):
+                yield (*vals, op, db, table, chunk, where, file, pos, row + k, gtid, kind, seq + k, at)
+
+
 def with_metadata(read: ChunkRead, batch: pa.RecordBatch, out_schema: pa.Schema) -> pa.RecordBatch:
     """The chunk's rows plus the metadata columns (constant per chunk), if ``out_schema`` has them."""
     if len(out_schema) == batch.num_columns:
@@ -131,38 +150,14 @@ def _arrays(columns: list[Any], schema: pa.Schema) -> pa.RecordBatch:
                                        for i, col in enumerate(columns)], schema=schema)
 
 
-def _meta_arrays(changes: Sequence[Change]) -> list[Any]:
-    """:func:`change_meta_columns` with the columns that are cheaper so made as Arrow arrays: a value the whole
-    batch shares repeated, the commit time cast from its seconds."""
-    cols: list[Any] = change_meta_columns(changes)
-    n = len(changes)
-    for i in (1, 2, 5, 8):  # __database, __table, __file, __gtid: often one value in a batch
-        first = cols[i][0]
-        if all(v == first for v in cols[i]):
-            cols[i] = pa.repeat(pa.scalar(first, pa.string()), n) if first is not None else pa.nulls(n, pa.string())
-    cols[3] = pa.nulls(n, pa.string())
-    cols[11] = pa.array([c.timestamp for c in changes], pa.int64()).cast(pa.timestamp("s", "UTC")).cast(
-        arrow_type("TIMESTAMP"))
-    return cols
-
-
-def changes_to_batches(changes: Iterator[Change], schema: TableSchema, opts: CdcOptions, out_schema: pa.Schema,
-                       size: int) -> Iterator[pa.RecordBatch]:
-    """Change rows as record batches of the output schema, ``size`` rows at a time."""
-    width = len(schema.columns)
-
-    def batch(buf: list[Change]) -> pa.RecordBatch:
-        values = [list(c) for c in zip(*(ch.values for ch in buf))] or [[] for _ in range(width)]
-        return _arrays([*values, *_meta_arrays(buf)], out_schema)
-
-    buf: list[Change] = []
-    for ch in changes:
-        buf.append(ch)
-        if len(buf) >= size:
-            yield batch(buf)
-            buf = []
-    if buf:
-        yield batch(buf)
+def changes_to_batches(runs: Iterator[ChangeRun], out_schema: pa.Schema, size: int) -> Iterator[pa.RecordBatch]:
+    """Change rows of one table, as runs (:mod:`.change_columns`), as record batches of the output schema, about
+    ``size`` rows at a time (a run is never cut)."""
+    width = len(out_schema) - len(META_COLUMNS)
+    values = pa.schema(list(out_schema)[:width])
+    for group in grouped(runs, size):
+        yield pa.RecordBatch.from_arrays([*value_columns(images(group), values), *meta_arrays(group)],
+                                         schema=out_schema)
 
 
 # ---- many tables in one output: the envelope ----
@@ -204,35 +199,38 @@ class Output:
         """A batch of a chunk's rows, as the output has them."""
         if not self.envelope:
             return with_metadata(read, batch, self._arrow[read.chunk.table])
-        texts = pa.array(encode_rows(batch), pa.string())
+        texts = encode_column(batch)
         n = batch.num_rows
         meta = [pa.repeat(pa.scalar(v, arrow_type(t)), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
         return pa.RecordBatch.from_arrays([texts, *meta], schema=ENVELOPE_ARROW)
 
-    def change_batches(self, changes: Iterator[Change], size: int) -> Iterator[pa.RecordBatch]:
-        """Change rows, ``size`` at a time, as the output has them (in binlog order, across tables)."""
+    def change_batches(self, runs: Iterator[ChangeRun], size: int) -> Iterator[pa.RecordBatch]:
+        """Change rows (as runs: :meth:`BinlogPhase.runs`), about ``size`` at a time, as the output has them (in
+        binlog order, across tables)."""
         if not self.envelope:
             (table,) = self.schemas
-            yield from changes_to_batches(changes, self.schemas[table], self.opts, self._arrow[table], size)
+            yield from changes_to_batches(runs, self._arrow[table], size)
             return
-        buf: list[Change] = []
-        for ch in changes:
-            buf.append(ch)
-            if len(buf) >= size:
-                yield self._envelope(buf)
-                buf = []
-        if buf:
-            yield self._envelope(buf)
+        for group in grouped(runs, size):
+            yield self._envelope(group)
 
-    def _envelope(self, changes: list[Change]) -> pa.RecordBatch:
-        by_table: dict[TableId, list[int]] = {}
-        for i, ch in enumerate(changes):
-            by_table.setdefault(ch.table, []).append(i)
-        texts: list[str] = [""] * len(changes)
-        for t, idx in by_table.items():  # typed as a single-table read types them, then written as JSON
-            for i, text in zip(idx, encode_rows(_typed([changes[i].values for i in idx], self._values[t]))):
-                texts[i] = text
-        return _arrays([texts, *_meta_arrays(changes)], ENVELOPE_ARROW)
+    def _envelope(self, runs: list[ChangeRun]) -> pa.RecordBatch:
+        """Runs of any tables in the envelope: each table's images typed as a single-table read types them and
+        written as JSON on whole columns, then put back in the runs' order."""
+        places = table_places(runs)
+        if len(places) == 1:
+            ((t, _),) = places.items()
+            texts = self._texts(t, images(runs))
+        else:
+            rows = images(runs)
+            parts = [self._texts(t, [rows[i] for i in idx]) for t, idx in places.items()]
+            where = np.concatenate(list(places.values()))
+            texts = pc.take(pa.concat_arrays(parts), pa.array(np.argsort(where, kind="stable")))
+        return pa.RecordBatch.from_arrays([texts, *meta_arrays(runs)], schema=ENVELOPE_ARROW)
+
+    def _texts(self, table: TableId, rows: list[tuple[Any, ...]]) -> pa.Array:
+        schema = self._values[table]
+        return encode_column(pa.RecordBatch.from_arrays(value_columns(rows, schema), schema=schema))
 
 
 def reset_batch(tables: list[TableId], at: Mapping[str, Any]) -> pa.RecordBatch:

@@ -24,7 +24,7 @@ from mysql_cdc.udtf.binlog.startup import parse_end
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.spark.capture import binlog_phase, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import Readers, check_recorded, chunk_from_row, record
-from mysql_cdc.udtf.spark.output import SQL_OPTION_KEYS, Output, change_meta, changes_need_metadata, meta_values
+from mysql_cdc.udtf.spark.output import SQL_OPTION_KEYS, Output, change_rows, changes_need_metadata, meta_values
 
 
 def _sql_options(kwargs: Mapping[str, Any]) -> CdcOptions:
@@ -173,10 +173,9 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
                     "there stops with SchemaChangedError", ", ".join(map(str, self.schemas)), end.file, end.pos)
             output = Output(self.schemas, self.opts)
             if not output.envelope:
-                for ch in phase.changes(start, end):
-                    yield (*ch.values, *change_meta(ch))
+                yield from change_rows(phase.runs(start, end))
                 return
-            for batch in output.change_batches(phase.changes(start, end), self.opts.fetch_size):
+            for batch in output.change_batches(phase.runs(start, end), self.opts.fetch_size):
                 yield from batch_to_rows(batch)
 
     return MysqlCdcBinlog

@@ -528,7 +528,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         rules = dict(partition.rules)
         phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {t: rules.get(t) for t in tables},
                             followed=partition.followed)
-        yield from Output(schemas, self.opts).change_batches(phase.changes(partition.start, partition.end),
+        yield from Output(schemas, self.opts).change_batches(phase.runs(partition.start, partition.end),
                                                              self.opts.fetch_size)
 
     def _changed_chunk(self, chunk: Chunk, error: BaseException, recorded: TableSchema) -> ChunkRead:

@@ -183,7 +183,7 @@ class SyncBatches:
             if schema is None:
                 continue
             t0 = time.monotonic()
-            typed = decode_rows(part.column(VALUES_COLUMN).to_pylist(),
+            typed = decode_rows(part.column(VALUES_COLUMN).combine_chunks(),
                                 table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
             rows = pa.Table.from_batches([typed]).append_column(OP_COLUMN, part.column(OP_COLUMN)) \
                 .append_column(SEQ_COLUMN, part.column(SEQ_COLUMN))

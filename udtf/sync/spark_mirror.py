@@ -76,7 +76,7 @@ def decode_batches(capture: pa.Schema, lake: pa.Schema, fmt: Format = "delta") -
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            typed = to_lake(decode_rows(b.column(VALUES_COLUMN).to_pylist(), capture), fmt)
+            typed = to_lake(decode_rows(b.column(VALUES_COLUMN), capture), fmt)
             yield pa.RecordBatch.from_arrays([*typed.columns, b.column(OP_COLUMN), b.column(SEQ_COLUMN)],
                                              schema=out)
     return decode
