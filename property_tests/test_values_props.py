@@ -1,7 +1,8 @@
 """Value fidelity as a property (C4): Hypothesis generates values per column type, writes them, and the value
 read by SELECT (both read paths), the binlog's insert and update images (by the planned decoder and by
 python-mysql-replication's, which must agree to the repr), and the expected Python value all agree, on both
-servers (tests/test_values.py has the hand-picked extremes and the DST time zone)."""
+servers; a micro-batch's planning counts as many images as were written (tests/test_values.py has the
+hand-picked extremes and the DST time zone)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ from hypothesis import strategies as st
 from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.udtf.binlog.rowimage import RowDecoders
+from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import server_end
+from mysql_cdc.udtf.binlog.transactions import image_count, read_transactions
 from mysql_cdc.udtf.convert import inet6_text
 from tests.servers import ServerProcess
 from tests.test_values import read_by_every_path
@@ -160,6 +164,13 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
         _, plans = plan_tables(profile, opts)
         schema = plans[0].schema
         paths = read_by_every_path(profile, facts, opts, plans[0], start, end)
+        # a micro-batch's planning counts the images without reading a value: as many as were written
+        decoders = RowDecoders({schema.table: schema})
+        with claimed_id(profile, opts) as sid:
+            counted = sum(image_count(txn.rows) for txn in read_transactions(
+                profile, sid, start, {schema.table}, flavor=facts.flavor, auto_position=False, end=end,
+                server_version=facts.version, decoders=decoders, count_only=True, runs=True))
+        assert counted == 3 * len(rows) and decoders.counted_events > 0
         position = {n: i for i, n in enumerate(schema.column_names)}
         for i, r in enumerate(rows):
             for kind in ("+I", "-U", "+U"):  # the planned decoder gives the library's values, to the last digit

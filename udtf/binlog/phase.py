@@ -222,8 +222,9 @@ class BinlogPhase:
         (the caller follows the change).
 
         Reads the range once more in the driver; without ``max_rows`` row events are not decoded (boundaries
-        and statements only). :attr:`pending_xa`: the XA transactions prepared and still open at the end
-        returned (``start``'s, less those it commits or rolls back, and those it prepares)."""
+        and statements only), with it their images are counted, not read
+        (:func:`udtf.binlog.rowimage.compile_counter`). :attr:`pending_xa`: the XA transactions prepared and still
+        open at the end returned (``start``'s, less those it commits or rolls back, and those it prepares)."""
         seen = passed = 0
         self.pending_xa = start.xa
         pending = start.xa
@@ -252,9 +253,10 @@ class BinlogPhase:
                 for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas),
                                              **self._reading, auto_position=start.auto_position, end=end,
                                              on_schema_change=found, skip_before=start.skip_before,
-                                             decode_rows=max_rows > 0, on_ddl=statement,
-                                             decoders=self.decoders, piece=self.opts.fetch_size, xa_search=False):
-                    seen += sum(2 if r.op == "update" else 1 for r in txn.rows)
+                                             decode_rows=max_rows > 0, on_ddl=statement, count_only=True,
+                                             runs=True, decoders=self.decoders, piece=self.opts.fetch_size,
+                                             xa_search=False):
+                    seen += image_count(txn.rows)
                     if not txn.complete:
                         continue
                     passed += txn.end - (last.pos if txn.file == last.file else 0)

@@ -170,6 +170,7 @@ class TransactionReader:
                  decoders: RowDecoders | None = None, piece: int = 0,
                  server_version: tuple[int, int, int] | None = None, allow_statement_writes: bool = False,
                  prepared: dict[Xid, list[BinlogRow]] | None = None, runs: bool = False,
+                 count_only: bool = False,
                  find_prepared: Callable[[Xid, BinlogOffset], list[BinlogRow]] | None = None) -> None:
         self.tables = tables
         self.wanted = {(t.database, t.table) for t in tables}
@@ -179,6 +180,7 @@ class TransactionReader:
         self.skip_before = skip_before
         self.decoders = decoders
         self.runs = runs
+        self.count_only = count_only
         self.piece = piece if skip_before is None else 0  # the skip is decided per whole transaction
         self.allow_statement_writes = allow_statement_writes
         # the last boundary yielded (None: not known yet, a read by GTID auto-positioning)
@@ -380,7 +382,11 @@ class TransactionReader:
         if partial:
             refuse_partial_json(event.rows, where)
         start = pos - int(event.packet.event_size)
-        images = None if self.decoders is None or partial else self.decoders.images(event, where)
+        if self.count_only and self.decoders is not None and not partial:
+            n = self.decoders.count(event, where)
+            images = None if n is None else [()] * n  # images without values: a count
+        else:
+            images = None if self.decoders is None or partial else self.decoders.images(event, where)
         before = len(self.rows)
         if images is None:
             self.rows.extend(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
@@ -423,7 +429,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                       decoders: RowDecoders | None = None, piece: int = 0,
                       server_version: tuple[int, int, int] | None = None,
                       allow_statement_writes: bool = False, xa_pending: Sequence[PendingXa] = (),
-                      xa_search: bool = True, runs: bool = False,
+                      xa_search: bool = True, runs: bool = False, count_only: bool = False,
                       claim: Callable[[], AbstractContextManager[int]] | None = None,
                       wait_for_end: float = END_WAIT_SECONDS) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
@@ -443,6 +449,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
       :mod:`udtf.binlog.rowimage` (images come as canonical tuples); others by the library (dicts);
     - with ``runs`` (and ``decoders``), the rows of an event decoded by a plan come as one :class:`RowsRun`
       (nothing made per row), except an XA transaction's;
+    - with ``count_only`` (and ``decoders``), the images of an event decoded by a plan are counted, not read:
+      each is an empty tuple (what a micro-batch's planning needs);
     - with ``piece`` > 0 (and no ``skip_before``), a transaction is yielded in pieces of about that many rows
       as its rows events arrive, so that memory holds a piece, not a whole transaction; its last piece comes
       at its commit (the binlog holds a transaction's rows only once it committed; XA PREPARE is refused);
@@ -492,6 +500,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                                on_schema_change=on_schema_change, skip_before=skip_before, on_ddl=on_ddl,
                                decoders=decoders, piece=piece, server_version=server_version,
                                allow_statement_writes=allow_statement_writes, prepared=prepared, runs=runs,
+                               count_only=count_only,
                                find_prepared=functools.partial(find_prepared, profile, server_id, tables=tables,
                                                                claim=claim, **common)
                                if xa_search else lambda xid, at: [])
