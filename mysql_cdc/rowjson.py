@@ -45,6 +45,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -214,8 +215,9 @@ def decode_rows(texts: Sequence[str] | pa.Array, schema: pa.Schema) -> pa.Record
 
     Read on whole columns by Arrow's JSON reader (the texts as lines, each column read as its JSON type, then
     cast: DECIMAL digits, dates and times from their text; base64 alone is decoded value by value); a text the
-    reader cannot take, or one that lacks a column, is read by :func:`decode_rows_python`, which names the
-    cause."""
+    reader cannot take (a key ``schema`` lacks, a value of another type), or one that lacks a column, is read by
+    :func:`decode_rows_python`, which names the cause. Keys are matched by name: a text whose keys are
+    ``schema``'s in another order is read (Python's reader refuses it)."""
     arr = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
     if len(arr) == 0 or arr.null_count:
         return decode_rows_python(arr.to_pylist(), schema)
@@ -256,8 +258,10 @@ def _decode_columns(texts: pa.Array, schema: pa.Schema) -> pa.RecordBatch:
     arrays = []
     for f in schema:
         col = table.column(f.name).combine_chunks()
-        if col.null_count:  # a null read is a JSON null or a missing key: the key must be in its text
-            absent = pc.and_(col.is_null(), pc.invert(pc.match_substring(texts, _DUMPS(f.name) + ":")))
+        if col.null_count:  # a null read is a JSON null or a missing key: the key must be in its text (after
+            # { or , : inside a JSON string, and so inside another key, a quote is always escaped)
+            key = "[{,]" + re.escape(_DUMPS(f.name) + ":")
+            absent = pc.and_(col.is_null(), pc.invert(pc.match_substring_regex(texts, key)))
             if pc.any(absent).as_py():
                 raise _Missing
         t = f.type

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from mysql_cdc.rows import META_COLUMNS, META_NULLABLE, VALUES_COLUMN
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.types import arrow_type
 from mysql_cdc.udtf.binlog.phase import ALTERNATING, ChangeRun, run_changes
+from mysql_cdc.udtf.spark.change_columns import meta_arrays
 from mysql_cdc.udtf.spark.output import ENVELOPE_ARROW, Output, change_meta, change_rows, changes_to_batches
 from property_tests.test_rowjson_props import COLUMN_KINDS, _exact
 
@@ -130,3 +132,9 @@ def test_the_metadata_columns_are_the_outputs() -> None:
     """The envelope's metadata columns are META_COLUMNS, in their order and nullability."""
     assert [(f.name, f.type, f.nullable) for f in list(ENVELOPE_ARROW)[1:]] == [
         (m, arrow_type(t), m in META_NULLABLE) for m, t in META_COLUMNS]
+
+
+def test_a_row_index_past_an_int_is_an_error_not_a_wrapped_number() -> None:
+    run = ChangeRun(TableId("db", "t"), "+I", [(1,), (2,)], "binlog.000001", 900, 2**31 - 1, None, 7, 100)
+    with pytest.raises(pa.ArrowInvalid):
+        meta_arrays([run])

@@ -116,3 +116,6 @@ def test_a_text_that_lacks_a_column_is_refused_also_when_it_is_nullable() -> Non
     with pytest.raises(SchemaChangedError, match="another schema"):
         decode_rows(['{"a":1,"b":"x"}', '{"a":2}'], schema)
     assert decode_rows(['{"a":1,"b":null}'], schema).column(1).to_pylist() == [None]
+    quoted = pa.schema([("x", pa.int32()), ('a"x', pa.int32())])  # the key a"x holds the text "x":
+    with pytest.raises(SchemaChangedError, match="another schema"):
+        decode_rows(['{"a\\"x":5}'], quoted)

@@ -95,7 +95,7 @@ def meta_arrays(runs: Sequence[ChangeRun]) -> list[pa.Array]:
             _spread(positions, pa.string(), run_of, n),
             _spread([r.file for r in runs], pa.string(), run_of, n),
             _spread([r.pos for r in runs], pa.int64(), run_of, n),
-            pa.array(rows.astype(np.int32)),
+            pa.array(rows, pa.int32()),  # checked: an index past 2**31 - 1 is an error, never wrapped
             _spread([r.gtid for r in runs], pa.string(), run_of, n),
             pc.take(_TYPE_TEXTS, code_arr),
             pa.array(seqs),

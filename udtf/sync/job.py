@@ -183,9 +183,10 @@ class SyncBatches:
             if schema is None:
                 continue
             t0 = time.monotonic()
-            typed = decode_rows(part.column(VALUES_COLUMN).combine_chunks(),
-                                table_arrow_schema(schema.columns, opts.tinyint1_as_boolean))
-            rows = pa.Table.from_batches([typed]).append_column(OP_COLUMN, part.column(OP_COLUMN)) \
+            values = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
+            typed = pa.Table.from_batches([decode_rows(c, values) for c in part.column(VALUES_COLUMN).chunks],
+                                          schema=values)
+            rows = typed.append_column(OP_COLUMN, part.column(OP_COLUMN)) \
                 .append_column(SEQ_COLUMN, part.column(SEQ_COLUMN))
             t1 = time.monotonic()
             stats.decode_seconds += t1 - t0
