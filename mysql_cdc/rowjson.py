@@ -122,14 +122,13 @@ def _quoted(texts: pa.Array, col: pa.Array | None = None) -> pa.Array:
     """``texts`` in double quotes; with ``col`` (the strings themselves), those holding a character JSON escapes
     are written by Python's encoder instead (few in real text)."""
     out = pc.binary_join_element_wise('"', texts, '"', "")
-    if col is not None and len(col) and pc.any(pc.match_substring_regex(col, _ESCAPED)).as_py():
-        out = pa.array([_DUMPS(v) if v is not None and _needs_escape(v) else t
-                        for v, t in zip(col.to_pylist(), out.to_pylist())], pa.string())
+    if col is None or not len(col):
+        return out
+    escaped = pc.match_substring_regex(col, _ESCAPED)
+    if pc.any(escaped).as_py():
+        out = pa.array([_DUMPS(v) if e else t for v, t, e in zip(col.to_pylist(), out.to_pylist(),
+                                                                  escaped.to_pylist())], pa.string())
     return out
-
-
-def _needs_escape(v: str) -> bool:
-    return any(c in '"\\' or c < " " for c in v)
 
 
 def _value_texts(col: pa.Array) -> pa.Array:

@@ -339,9 +339,10 @@ class BinlogPhase:
         """A transaction's change rows as runs: an event's rows (a :class:`RowsRun`) whole when every image of
         it is emitted without looking at keys; row by row (:meth:`_transaction`) when the emit rule has to
         look at a key of one of its events."""
-        decided: list[bool] = []
+        decided: list[tuple[TableId, bool]] = []
         for item in txn.rows:
-            rule = self.rules.get(self._ids.get((item.database, item.table)) or TableId(item.database, item.table))
+            t = self._ids.get((item.database, item.table)) or TableId(item.database, item.table)
+            rule = self.rules.get(t)
             d = True if rule is None else rule.decided(BinlogOffset(item.file, item.pos), item.gtid)
             if d is None:
                 rows = [r for it in txn.rows for r in as_rows(it)]
@@ -349,11 +350,10 @@ class BinlogPhase:
                     yield ChangeRun(ch.table, ch.op, (ch.values,), ch.file, ch.pos, ch.row, ch.gtid, ch.timestamp,
                                     ch.seq)
                 return
-            decided.append(d)
+            decided.append((t, d))
         n = first
         ts = txn.timestamp
-        for item, d in zip(txn.rows, decided):
-            t = self._ids.get((item.database, item.table)) or TableId(item.database, item.table)
+        for item, (t, d) in zip(txn.rows, decided):
             if isinstance(item, RowsRun):
                 if d:
                     yield ChangeRun(t, _RUN_OPS[item.op], item.images, item.file, item.pos, n, item.gtid, ts,

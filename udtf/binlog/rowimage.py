@@ -352,6 +352,8 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
     >>> row2 = bytes([0b10]) + (8).to_bytes(4, "little")  # name is NULL: not in the image
     >>> images(row1 + row2, 0, len(row1 + row2))
     [(7, 'hé'), (8, None)]
+    >>> compile_counter(logged, schema)(row1 + row2, 0, len(row1 + row2))  # the same images, counted
+    2
     >>> compile_images([Logged(name="id", type=F.LONGLONG, unsigned=False)], schema) is None  # not this table's
     True
     """
@@ -404,18 +406,8 @@ def _skip_lines(tm: Any) -> list[str]:
 def compile_counter(columns: Sequence[Any], schema: TableSchema) -> Callable[[bytes, int, int], int] | None:
     """A counter of the images in a rows event of one table map: it walks the images as :func:`compile_images`'
     reader does (the NULL bitmap, then each value's size), reading no value; ``None`` where that reader would
-    be ``None``. What a micro-batch's planning needs: how many change rows a range holds, not what they are.
-
-    >>> from types import SimpleNamespace as Logged
-    >>> from mysql_cdc.schema import ColumnInfo
-    >>> schema = TableSchema(TableId("d", "t"), (ColumnInfo("id", "int", "int", False), ColumnInfo(
-    ...     "name", "varchar", "varchar(20)", True, "utf8mb4", "utf8mb4_bin")), ("id",), ("id",))
-    >>> logged = [Logged(name="id", type=F.LONG, unsigned=False),
-    ...           Logged(name="name", type=F.VARCHAR, max_length=80, collation_name="utf8mb4_bin")]
-    >>> rows = bytes([0b00]) + (7).to_bytes(4, "little") + bytes([3]) + "hé".encode() + bytes([0b10]) + bytes(4)
-    >>> compile_counter(logged, schema)(rows, 0, len(rows))
-    2
-    """
+    be ``None``. What a micro-batch's planning needs: how many change rows a range holds, not what they are
+    (worked example: :func:`compile_images`, whose two images it counts)."""
     if misfit(columns, schema) is not None:
         return None
     n = len(columns)
@@ -430,6 +422,13 @@ def compile_counter(columns: Sequence[Any], schema: TableSchema) -> Callable[[by
     exec(compile("\n".join(body), f"<image counter of {schema.table}>", "exec"), env)  # integers and names only
     count: Callable[[bytes, int, int], int] = env["count"]
     return count
+
+
+def _every_column(ev: Any) -> bool:
+    """Every image of a rows event holds every column (binlog_row_image FULL): what a compiled plan reads."""
+    full = (1 << len(ev.columns)) - 1
+    return all(bitmap is None or int.from_bytes(bytes(bitmap), "little") & full == full
+               for bitmap in (ev.columns_present_bitmap, getattr(ev, "columns_present_bitmap2", None)))
 
 
 class RowDecoders:
@@ -473,10 +472,7 @@ class RowDecoders:
             schema = self.schemas.get(TableId(ev.schema, ev.table))
             got = (ev.columns, compile_counter(ev.columns, schema) if fast is not None and schema else None)
             self._counters[ev.table_id] = got
-        full = (1 << len(ev.columns)) - 1
-        if got[1] is None or any(
-                bitmap is not None and int.from_bytes(bytes(bitmap), "little") & full != full
-                for bitmap in (ev.columns_present_bitmap, getattr(ev, "columns_present_bitmap2", None))):
+        if got[1] is None or not _every_column(ev):
             return None
         self.counted_events += 1
         data = ev.packet.read(ev.event_size - ev.packet.read_bytes)
@@ -491,10 +487,7 @@ class RowDecoders:
         library must decode the event (its table map is not the schema's, or an image lacks columns); in that
         case nothing of the event was read."""
         fast, exact = self._plan(ev)
-        full = (1 << len(ev.columns)) - 1
-        if fast is None or exact is None or any(
-                bitmap is not None and int.from_bytes(bytes(bitmap), "little") & full != full
-                for bitmap in (ev.columns_present_bitmap, getattr(ev, "columns_present_bitmap2", None))):
+        if fast is None or exact is None or not _every_column(ev):
             self.library_events += 1
             return None
         self.planned_events += 1

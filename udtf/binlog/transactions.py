@@ -106,11 +106,6 @@ def as_rows(item: BinlogRow | RowsRun) -> list[BinlogRow]:
     return [BinlogRow(d, t, "delete", img, None, f, p, g, ts, st, i) for i, img in enumerate(im)]
 
 
-def row_count(items: Iterable[BinlogRow | RowsRun]) -> int:
-    """Rows of a transaction's items."""
-    return sum(1 if isinstance(i, BinlogRow) else i.row_total for i in items)
-
-
 def image_count(items: Iterable[BinlogRow | RowsRun]) -> int:
     """Row images of a transaction's items (an update has two)."""
     return sum((1 + (i.op == "update")) if isinstance(i, BinlogRow) else len(i.images) for i in items)
@@ -387,15 +382,16 @@ class TransactionReader:
             images = None if n is None else [()] * n  # images without values: a count
         else:
             images = None if self.decoders is None or partial else self.decoders.images(event, where)
-        before = len(self.rows)
         if images is None:
-            self.rows.extend(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
-        elif self.runs and not self.xa_open:  # an XA transaction's rows are held, then delivered elsewhere
-            op = "insert" if isinstance(event, ev.write) else "update" if isinstance(event, ev.update) else "delete"
-            self.rows.append(RowsRun(event.schema, event.table, op, images, self.file, pos, self.gtid, self.ts, start))
+            rows = list(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
+            self.rows.extend(rows)
+            self.count += len(rows)
         else:
-            self.rows.extend(self._planned_rows(event, images, pos, start))
-        self.count += row_count(self.rows[before:])
+            op = "insert" if isinstance(event, ev.write) else "update" if isinstance(event, ev.update) else "delete"
+            run = RowsRun(event.schema, event.table, op, images, self.file, pos, self.gtid, self.ts, start)
+            # an XA transaction's rows are held, then delivered elsewhere: as rows
+            self.rows.extend((run,) if self.runs and not self.xa_open else as_rows(run))
+            self.count += run.row_total
         if self.piece and not self.xa_open and self.count >= self.piece:
             self.in_pieces = self.in_pieces or f"{self.rows[0].database}.{self.rows[0].table}"
             txn = Transaction(self.gtid, self.file, pos, self.ts, tuple(self.rows), complete=False)
@@ -404,15 +400,6 @@ class TransactionReader:
             return txn
         return None
 
-    def _planned_rows(self, event: Any, images: list[tuple[Any, ...]], pos: int, start: int
-                      ) -> Iterator[BinlogRow]:
-        ev, s, t, file, gtid, ts = _events(), event.schema, event.table, self.file, self.gtid, self.ts
-        if isinstance(event, ev.write):
-            return (BinlogRow(s, t, "insert", None, img, file, pos, gtid, ts, start, i) for i, img in enumerate(images))
-        if isinstance(event, ev.update):
-            return (BinlogRow(s, t, "update", images[2 * i], images[2 * i + 1], file, pos, gtid, ts, start, i)
-                    for i in range(len(images) // 2))
-        return (BinlogRow(s, t, "delete", img, None, file, pos, gtid, ts, start, i) for i, img in enumerate(images))
 
 
 # how long a read waits for a server that ended its stream before the read's end to make the rest readable:
