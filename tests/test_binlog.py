@@ -523,6 +523,49 @@ def test_xa_transactions_are_delivered_at_their_commit_and_dropped_at_their_roll
     cur.close()
 
 
+def test_an_xa_transactions_rows_keep_the_change_sequences_of_their_prepare(
+        profile: ConnectionProfile, info: Any, db: str, root: Any, table: Model) -> None:
+    """An XA transaction's rows come at its commit, numbered where its prepare logged them: every `_change_seq`
+    of a read is unique and each key's grow with its changes, so the last image per key by sequence is the
+    source's row. (Numbered at the commit, an UPDATE then a DELETE of one key shared a sequence, and 800 images
+    took the sequences of the transactions after the commit's one event: a later UPDATE of a key lost to it.)"""
+    opts = parse_options({"tables": f"{db}\\.t"})
+    facts, plans = plan_tables(profile, opts)
+    t = TableId(db, "t")
+
+    def run(*statements: str) -> None:
+        conn = info.connect(root=True, database=db)
+        conn.autocommit(True)
+        with conn.cursor() as c:
+            for q in statements:
+                c.execute(q)
+        conn.close()
+
+    start = ReadFrom(BinlogOffset(*binlog_end(root)[:2]))
+    run("XA START 'five'", "UPDATE t SET v = -5 WHERE id = 10", "DELETE FROM t WHERE id = 10",
+        "UPDATE t SET v = -5 WHERE id BETWEEN 200 AND 1000", "XA END 'five'", "XA PREPARE 'five'")
+    run("UPDATE t SET v = 1 WHERE id = 12")  # between the prepare and the commit
+    run("XA COMMIT 'five'")
+    run("UPDATE t SET v = 7 WHERE id = 200", "INSERT INTO t VALUES (11, 11)", "UPDATE t SET v = 8 WHERE id = 1000")
+    end = BinlogOffset(*binlog_end(root)[:2])
+    for more in ({}, {"fetch_size": "4"}):
+        phase = BinlogPhase(profile, facts, parse_options({"tables": f"{db}\\.t", **more}),
+                            {t: plans[0].schema}, {t: None})
+        got = list(phase.changes(start, end))
+        phase.close()
+        assert len(got) == 2 + 1 + 2 * 401 + 2 + 2 + 1 + 2
+        assert len({c.seq for c in got}) == len(got)
+        per_key: dict[int, list[int]] = {}
+        for c in got:  # in the order delivered: each key's changes in the order they happened
+            per_key.setdefault(c.values[0], []).append(c.seq)
+        assert all(seqs == sorted(seqs) for seqs in per_key.values())
+        last = {c.values[0]: c for c in sorted(got, key=lambda c: c.seq)}
+        mirror = {k: v for k, v in table.rows.items() if k not in last}
+        mirror.update({k: c.values[1] for k, c in last.items() if c.op in ("+I", "+U")})
+        assert mirror == _source(root)
+        assert 10 not in mirror and (mirror[12], mirror[200], mirror[202], mirror[1000], mirror[11]) == (1, 7, -5, 8, 11)
+
+
 def test_a_transaction_larger_than_fetch_size_is_read_in_pieces_the_same_and_survives_a_reconnect(
         profile: ConnectionProfile, info: Any, db: str, root: Any, table: Model, tmp_path: Any) -> None:
     """A reader holds at most about ``fetch_size`` rows of a transaction (issue 15, memory): a transaction of

@@ -102,6 +102,12 @@ def run_changes(run: ChangeRun) -> Iterator[Change]:
         yield Change(t, "+U" if k % 2 else "-U", vals, f, p, r + k, g, ts, seq + k)
 
 
+def _image_seq(row: BinlogRow, image: int) -> int:
+    """The change sequence of image ``image`` of ``row``'s event: where the event starts, or where an XA
+    transaction's prepare logged it (``BinlogRow.seq``, kept when its rows are delivered at the commit)."""
+    return change_sequence(row.file, row.start, image) if row.seq is None else row.seq + image
+
+
 class _StopAtDdl(Exception):
     """Internal: a boundary scan met a DDL statement on a captured table."""
 
@@ -376,7 +382,7 @@ class BinlogPhase:
             before, after = r.before, r.after
             if r.op == "update":
                 assert before is not None and after is not None
-                seq = change_sequence(r.file, r.start, 2 * r.ordinal)  # the +U image's is the next one
+                seq = _image_seq(r, 2 * r.ordinal)  # the +U image's is the next one
                 yield Change(t, "-U", before if isinstance(before, tuple) else self._values(t, before, r), r.file,
                              r.pos, n, r.gtid, ts, seq)
                 yield Change(t, "+U", after if isinstance(after, tuple) else self._values(t, after, r), r.file,
@@ -387,7 +393,7 @@ class BinlogPhase:
                 assert img is not None
                 yield Change(t, "+I" if r.op == "insert" else "-D",
                              img if isinstance(img, tuple) else self._values(t, img, r), r.file, r.pos, n, r.gtid,
-                             ts, change_sequence(r.file, r.start, r.ordinal))
+                             ts, _image_seq(r, r.ordinal))
                 n += 1
 
     def _transaction(self, rows: Sequence[BinlogRow], ts: int, first: int = 0) -> Iterator[Change]:
@@ -433,7 +439,6 @@ class BinlogPhase:
             if ok:
                 # an update's images are 2i and 2i+1 of its event; an insert's or a delete's, i
                 image = 2 * r.ordinal + (op == "+U") if r.op == "update" else r.ordinal
-                yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, ts,
-                             change_sequence(r.file, r.start, image))
+                yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, ts, _image_seq(r, image))
 
 

@@ -23,7 +23,7 @@ from mysql_cdc.connect import guarded_connect, pymysql_kwargs
 from mysql_cdc.ddl import Statement, read_statement
 from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.ids import TableId
-from mysql_cdc.offsets import BinlogOffset, GtidSet, binlog_file_key
+from mysql_cdc.offsets import BinlogOffset, GtidSet, binlog_file_key, change_sequence
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.library import adapt_library, check_described, library_image, refuse_partial_json
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
@@ -66,6 +66,9 @@ class BinlogRow(NamedTuple):
     timestamp: int
     start: int = 0  # start position of that event
     ordinal: int = 0  # the row's index in that event
+    # where the row's images are numbered (``change_sequence`` of its event's file and start), when not where it
+    # is delivered: an XA transaction's rows come at its commit and keep their prepare's numbers (on_xa_end)
+    seq: int | None = None
 
 
 class RowsRun(NamedTuple):
@@ -311,7 +314,12 @@ class TransactionReader:
 
     def on_xa_end(self, verb: str, xid: Xid, event: Any, pos: int) -> Transaction | None:
         """XA COMMIT: the prepared transaction's rows, delivered here, where they became visible (each row at
-        this group's position, in the order it was written); XA ROLLBACK: dropped."""
+        this group's position, in the order it was written); XA ROLLBACK: dropped.
+
+        The rows keep the change sequences of the events their prepare logged (``BinlogRow.seq``): the commit's
+        one event has too few bytes to number them all, and numbering them past it would give them the
+        sequences of the transactions after it. Each key's sequences still grow with its changes: the prepared
+        transaction holds its rows' locks until its commit, so no other transaction changes them in between."""
         if self._resent(pos):
             return self._boundary(pos)
         held = self.prepared.pop(xid, None)
@@ -323,8 +331,10 @@ class TransactionReader:
         self.xa_here.append((verb, xid, None))
         if verb == "commit" and held and self._late(int(event.timestamp)):
             start = pos - int(event.packet.event_size)
-            self.rows = [r._replace(file=self.file, pos=pos, start=start, ordinal=i, gtid=self.gtid,
-                                    timestamp=int(event.timestamp)) for i, r in enumerate(held)]
+            ts = int(event.timestamp)
+            self.rows = [r._replace(file=self.file, pos=pos, start=start, gtid=self.gtid, timestamp=ts,
+                                    seq=change_sequence(r.file, r.start, 0) if r.seq is None else r.seq)
+                         for r in held]
             self.count = len(self.rows)
         return self._boundary(pos)
 
