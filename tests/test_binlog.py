@@ -544,6 +544,7 @@ def test_an_xa_transactions_rows_keep_the_change_sequences_of_their_prepare(
     start = ReadFrom(BinlogOffset(*binlog_end(root)[:2]))
     run("XA START 'five'", "UPDATE t SET v = -5 WHERE id = 10", "DELETE FROM t WHERE id = 10",
         "UPDATE t SET v = -5 WHERE id BETWEEN 200 AND 1000", "XA END 'five'", "XA PREPARE 'five'")
+    mid = BinlogOffset(*binlog_end(root)[:2])
     run("UPDATE t SET v = 1 WHERE id = 12")  # between the prepare and the commit
     run("XA COMMIT 'five'")
     run("UPDATE t SET v = 7 WHERE id = 200", "INSERT INTO t VALUES (11, 11)", "UPDATE t SET v = 8 WHERE id = 1000")
@@ -552,8 +553,14 @@ def test_an_xa_transactions_rows_keep_the_change_sequences_of_their_prepare(
         phase = BinlogPhase(profile, facts, parse_options({"tables": f"{db}\\.t", **more}),
                             {t: plans[0].schema}, {t: None})
         got = list(phase.changes(start, end))
-        phase.close()
         assert len(got) == 2 + 1 + 2 * 401 + 2 + 2 + 1 + 2
+        # a read that starts after the prepare: given the open transaction, or finding its prepare before it,
+        # the same sequences
+        assert phase.batch_end(start, mid) == mid
+        for begin in (ReadFrom(mid, xa=phase.pending_xa), ReadFrom(mid)):
+            assert [(c.op, c.values, c.seq) for c in phase.changes(begin, end)] == [(c.op, c.values, c.seq)
+                                                                                   for c in got]
+        phase.close()
         assert len({c.seq for c in got}) == len(got)
         per_key: dict[int, list[int]] = {}
         for c in got:  # in the order delivered: each key's changes in the order they happened
@@ -563,7 +570,8 @@ def test_an_xa_transactions_rows_keep_the_change_sequences_of_their_prepare(
         mirror = {k: v for k, v in table.rows.items() if k not in last}
         mirror.update({k: c.values[1] for k, c in last.items() if c.op in ("+I", "+U")})
         assert mirror == _source(root)
-        assert 10 not in mirror and (mirror[12], mirror[200], mirror[202], mirror[1000], mirror[11]) == (1, 7, -5, 8, 11)
+        assert 10 not in mirror
+        assert (mirror[12], mirror[200], mirror[202], mirror[1000], mirror[11]) == (1, 7, -5, 8, 11)
 
 
 def test_a_transaction_larger_than_fetch_size_is_read_in_pieces_the_same_and_survives_a_reconnect(

@@ -27,13 +27,14 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.spark.compat import admission_control
-from mysql_cdc.udtf.sync.sinks import delta_artifact
+from mysql_cdc.udtf.sync.sinks import delta_artifact, iceberg_artifact
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import give_server_profile, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
+from tests.test_multi_table import _keys, _norm
 from tests.test_streaming import _checkpoint_state, _kill, _tail
-from tests.test_sync import _txns
+from tests.test_sync import EIGHT_KILLS_TABLES, _txns, check_tables, eight_kills
 
 pytestmark = pytest.mark.versions
 
@@ -467,6 +468,88 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
         schema = next(s for s in meta["schemas"] if s["schema-id"] == meta["current-schema-id"])
         ids = {f["id"]: f["name"] for f in schema["fields"]}
         assert [ids[i] for i in schema.get("identifier-field-ids", [])] == KEYS[t], (t, schema)
+
+
+LAKE_READ = """
+import json, pickle, sys
+from pyspark.sql import SparkSession
+import pyspark
+from mysql_cdc.udtf.sync.sinks import iceberg_artifact
+
+db, warehouse, tables, out_path = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.jars.packages", iceberg_artifact(pyspark.__version__))
+         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+         .config("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
+         .config("spark.sql.catalog.lake.type", "hadoop").config("spark.sql.catalog.lake.warehouse", warehouse)
+         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+out = {}
+for t, cols in tables.items():
+    name = f"lake.mirror_{db}.{t}"
+    marks = [(r["app"], int(r["batch"])) for r in spark.sql(
+        f"SELECT summary['mysql_cdc.app'] AS app, summary['mysql_cdc.batch'] AS batch FROM {name}.snapshots "
+        "ORDER BY committed_at").collect() if r["batch"] is not None]
+    out[t] = {"rows": [tuple(r) for r in spark.table(name).select(*cols).collect()], "marks": marks,
+              "columns": spark.table(name).columns}
+with open(out_path, "wb") as f:
+    pickle.dump(out, f)
+"""
+
+
+@pytest.mark.parametrize("fmt", [f for f, jars in (("delta", delta_artifact), ("iceberg", iceberg_artifact))
+                                 if jars(pyspark.__version__)])
+def test_eight_kills_of_the_sync_into_each_format_converge_exactly_once(
+        fmt: str, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """tests/test_sync.py's eight kill -9 of the CLI's sync (snapshot and binlog, writers moving keys, schema
+    changes in place and by a new snapshot, a TRUNCATE, a table created and one dropped) into the tables of
+    Spark's own Delta (a folder) or Iceberg (a Hadoop catalog's namespace): every table equals its source and
+    none holds a batch twice. Opt-in (MYSQL_CDC_LONG_VERSIONS=1: Delta on 4.2, Iceberg on 4.1, both servers)."""
+    import pickle
+
+    import deltalake
+
+    from mysql_cdc.udtf.sync.mirror import table_path
+
+    to, ck, state, log, warehouse = (str(tmp_path / n) for n in ("lake", "ck", "state", "log", "warehouse"))
+    args = ["--tables", f"{db}[.]t.*", "--exclude", f"{db}[.]t1[03]_.*", "--format", fmt, "--checkpoint", ck,
+            "--state-dir", state, "--chunk-size", "200", "--max-chunks-per-batch", "3", "--interval", "0.2"]
+    if fmt == "delta":
+        args += ["--to", to]
+    else:
+        args += ["--to", "lake.mirror_{database}",
+                 "--conf", "spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog",
+                 "--conf", "spark.sql.catalog.lake.type=hadoop",
+                 "--conf", f"spark.sql.catalog.lake.warehouse={warehouse}"]
+    eight_kills(info, db, root, args, ck, log, lambda a: _sync(a, profile, log))
+    with open(log, encoding="utf-8", errors="replace") as f:
+        said = f.read()
+    writer = {"delta": "Delta tables written by Spark (io.delta:delta-spark_",
+              "iceberg": "Iceberg tables written by Spark (org.apache.iceberg:iceberg-spark-runtime-"}[fmt]
+    assert writer in said, _tail(log)
+    cols = {t: [*_keys(t), "v"] for t in EIGHT_KILLS_TABLES}
+    if fmt == "delta":
+        def read(t: str) -> dict[str, Any]:
+            table = deltalake.DeltaTable(table_path(to, TableId(db, t)))
+            # delta-rs's query engine maps the columns of a table with column mapping (its pyarrow path does not)
+            data = pa.table(deltalake.QueryBuilder().register("t", table).execute(
+                f"SELECT {', '.join(cols[t])} FROM t").read_all())
+            return {"rows": list(zip(*(data.column(c).to_pylist() for c in cols[t]))),
+                    "marks": _txns(table_path(to, TableId(db, t))), "columns": table.schema().to_arrow().names}
+        tables = {t: read(t) for t in EIGHT_KILLS_TABLES}
+    else:
+        script, out = tmp_path / "read_lake.py", tmp_path / "lake.pickle"
+        script.write_text(LAKE_READ)
+        got = subprocess.run([sys.executable, str(script), db, warehouse, json.dumps(cols), str(out)],
+                             env=_repo_env(True), cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+        assert got.returncode == 0, got.stderr[-3000:]
+        with open(out, "rb") as f:
+            tables = pickle.load(f)
+    applied = check_tables(info, db, EIGHT_KILLS_TABLES,
+                           lambda t: collections.Counter(tuple(_norm(x) for x in r) for r in tables[t]["rows"]),
+                           lambda t: [(str(a), int(b)) for a, b in tables[t]["marks"]])
+    assert applied > len(EIGHT_KILLS_TABLES)
+    assert "d2" in tables["t05_dec"]["columns"] and "extra" not in tables["t01_int"]["columns"]
+    assert tables["t15_new"]["rows"] and not tables["t14_gone"]["rows"]
 
 
 THIN_CLIENT = """

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +33,7 @@ from mysql_cdc.udtf.sync.mirror import DeltaMirror, table_path
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import give_server_profile, profile_url
 from tests.servers import ServerInfo
-from tests.test_multi_table import KEYS, NO_KEY, Writers, _make, _norm, _source
+from tests.test_multi_table import KEYS, NO_KEY, Writers, _keys, _make, _norm, _source
 from tests.test_streaming import _checkpoint_state, _kill, _tail
 
 deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
@@ -43,7 +44,7 @@ ODD_DDL = f"CREATE TABLE {ODD_NAME} (`Key Col` INT PRIMARY KEY, `v``q` INT NOT N
 
 
 def _delta_rows(to: str, db: str, table: str) -> collections.Counter[tuple[Any, ...]]:
-    cols = [*KEYS[table][1], "v"]
+    cols = [*_keys(table), "v"]
     data = deltalake.DeltaTable(table_path(to, TableId(db, table))).to_pyarrow_table(columns=cols)
     return collections.Counter(tuple(_norm(x) for x in row) for row in zip(*(data.column(c).to_pylist()
                                                                               for c in cols)))
@@ -63,19 +64,8 @@ def _txns(path: str) -> list[tuple[str, int]]:
 
 def _check_mirror(info: ServerInfo, db: str, to: str, tables: list[str] = MIRRORED) -> int:
     """Every mirrored table equals its source; no batch was committed twice to a table; the batches applied."""
-    applied = 0
-    for t in tables:
-        source, mirror = _source(info, db, t), _delta_rows(to, db, t)
-        if source != mirror:
-            lost, extra = source - mirror, mirror - source
-            raise AssertionError(f"{t}: Delta != source: missing {sorted(lost)[:4]!r} ({sum(lost.values())}), "
-                                 f"extra {sorted(extra)[:4]!r} ({sum(extra.values())})")
-        txns = _txns(table_path(to, TableId(db, t)))
-        assert len(txns) == len(set(txns)), f"{t}: a batch was applied twice: {txns}"
-        versions = [v for _, v in txns]
-        assert versions == sorted(versions), f"{t}: batches out of order: {txns}"
-        applied += len(txns)
-    return applied
+    return check_tables(info, db, tables, lambda t: _delta_rows(to, db, t),
+                        lambda t: _txns(table_path(to, TableId(db, t))))
 
 
 # one server: what the Python API, the Delta tables and the skip of a batch applied do is not server behaviour;
@@ -168,26 +158,33 @@ def _sync_job(args: list[str], profile: ConnectionProfile, log: str) -> subproce
                                 start_new_session=True)
 
 
-# schema changes issued just before some kills: in place (t01_int, twice), snapshotted again (t05_dec), nothing
-DDL_AT_KILL = {2: "ALTER TABLE t01_int ADD COLUMN extra INT", 3: "ALTER TABLE t05_dec ADD COLUMN d2 INT NOT NULL "
-               "DEFAULT 3", 5: "ALTER TABLE t01_int DROP COLUMN extra", 6: "CREATE INDEX t06_v ON t06_dt (v)"}
+# what a table does just before some kills, which the next runs follow (maybe killed while they do): schema
+# changes in place (t01_int, twice), a table snapshotted again (t05_dec: a default filled in; t12_date: a TRUNCATE),
+# nothing to follow (an index), a table created (mirrored from then on) and one dropped (its mirror stays, empty)
+GONE, NEW = "t14_gone", "t15_new"
+DDL_AT_KILL: dict[int, tuple[str, ...]] = {
+    1: ("TRUNCATE TABLE t12_date",), 2: ("ALTER TABLE t01_int ADD COLUMN extra INT",),
+    3: ("ALTER TABLE t05_dec ADD COLUMN d2 INT NOT NULL DEFAULT 3",),
+    4: (f"CREATE TABLE {NEW} (id INT PRIMARY KEY, v INT NOT NULL)", f"INSERT INTO {NEW} VALUES (1, 1), (2, 2), (3, 3)"),
+    5: ("ALTER TABLE t01_int DROP COLUMN extra",), 6: ("CREATE INDEX t06_v ON t06_dt (v)",),
+    7: (f"DROP TABLE {GONE}",)}
+EIGHT_KILLS_TABLES = [*MIRRORED, GONE, NEW]  # GONE's mirror must end empty
 
 
-def test_sync_killed_with_minus_9_eight_times_converges_exactly_once(
-        info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
-    """The CLI's sync, killed at random points of the snapshot and of the binlog (during a MERGE too: a batch's
-    tables are then partly applied) while writers write and schema changes are followed (in place, and by a
-    table snapshotted again); restarted each time; at the end every Delta table equals its source, and no
-    table's log holds one batch twice."""
+def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, log: str,
+                start: Callable[[list[str]], subprocess.Popen[bytes]]) -> None:
+    """The sync (``start(args)``: the CLI with a target) killed with -9 eight times at random points of the
+    snapshot and of the binlog while writers write, DDL_AT_KILL issued before some kills; then one run to the end
+    (``--once``). The caller checks the mirror against the source."""
     _make(root)
-    to, ck, state, log = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state"), str(tmp_path / "l")
-    args = ["--tables", f"{db}[.]t.*", "--exclude", f"{db}[.]t1[03]_.*", "--to", to, "--checkpoint", ck,
-            "--state-dir", state, "--chunk-size", "200", "--max-chunks-per-batch", "3", "--interval", "0.2"]
+    cur = root.cursor()
+    cur.execute(f"CREATE TABLE {GONE} (id INT PRIMARY KEY, v INT NOT NULL)")
+    cur.executemany(f"INSERT INTO {GONE} VALUES (%s, %s)", [(k, k) for k in range(50)])
     rnd = random.Random(7)
     kills, phases = 0, []
     with Writers(info, db, seed=22):
         while kills < 8:
-            p = _sync_job(args, profile, log)
+            p = start(args)
             committed = _checkpoint_state(ck)[0]
             if kills % 2 == 0:
                 # anywhere: starting Spark, planning, reading a batch, between two tables' MERGEs, committing
@@ -201,17 +198,53 @@ def test_sync_killed_with_minus_9_eight_times_converges_exactly_once(
                 time.sleep(rnd.uniform(0.0, 1.0))
                 phases.append(_checkpoint_state(ck)[1])
             assert p.poll() is None, _tail(log)
-            if kills in DDL_AT_KILL:  # a schema change the next runs follow, maybe killed while they do
-                root.cursor().execute(DDL_AT_KILL[kills])
+            for sql in DDL_AT_KILL.get(kills, ()):
+                cur.execute(sql)
             _kill(p)
             kills += 1
     assert "snapshot" in phases and "binlog" in phases, phases
-    root.cursor().execute("UPDATE t01_int SET v = v + 1 ORDER BY id LIMIT 3")  # the last run has changes to apply
+    cur.execute("UPDATE t01_int SET v = v + 1 ORDER BY id LIMIT 3")  # the last run has changes to apply
+    cur.execute(f"INSERT INTO {NEW} VALUES (4, 4)")
     with open(log, "ab") as f:
         f.write(b"\n-- the last run\n")
-    p = _sync_job([*args, "--once"], profile, log)
-    assert p.wait(300) == 0, _tail(log)
-    _check_mirror(info, db, to)
+    p = start([*args, "--once"])
+    assert p.wait(600) == 0, _tail(log)
+
+
+def check_tables(info: ServerInfo, db: str, tables: list[str],
+                 rows: Callable[[str], collections.Counter[tuple[Any, ...]]],
+                 batches: Callable[[str], list[tuple[str, int]]]) -> int:
+    """Every table's mirror (``rows``: key columns and v) equals its source (GONE's, dropped, is empty); no table
+    holds a batch twice (``batches``: its (app id, batch) marks in commit order), and their batches are in
+    order. Returns how many batch marks the tables hold."""
+    applied = 0
+    for t in tables:
+        source = collections.Counter() if t == GONE else _source(info, db, t)
+        mirror = rows(t)
+        if source != mirror:
+            lost, extra = source - mirror, mirror - source
+            raise AssertionError(f"{t}: mirror != source: missing {sorted(lost)[:4]!r} ({sum(lost.values())}), "
+                                 f"extra {sorted(extra)[:4]!r} ({sum(extra.values())})")
+        marks = batches(t)
+        assert len(marks) == len(set(marks)), f"{t}: a batch was applied twice: {marks}"
+        versions = [v for _, v in marks]
+        assert versions == sorted(versions), f"{t}: batches out of order: {marks}"
+        applied += len(marks)
+    return applied
+
+
+def test_sync_killed_with_minus_9_eight_times_converges_exactly_once(
+        info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """The CLI's sync into Delta tables written by delta-rs, killed at random points of the snapshot and of the
+    binlog (during a MERGE too: a batch's tables are then partly applied) while writers write, tables change
+    (in place, snapshotted again, truncated, created, dropped); restarted each time; at the end every Delta
+    table equals its source, and no table's log holds one batch twice. (Spark's Delta and Iceberg: the same
+    scenario in tests/test_spark_versions.py, opt-in.)"""
+    to, ck, state, log = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state"), str(tmp_path / "l")
+    args = ["--tables", f"{db}[.]t.*", "--exclude", f"{db}[.]t1[03]_.*", "--to", to, "--checkpoint", ck,
+            "--state-dir", state, "--chunk-size", "200", "--max-chunks-per-batch", "3", "--interval", "0.2"]
+    eight_kills(info, db, root, args, ck, log, lambda a: _sync_job(a, profile, log))
+    assert _check_mirror(info, db, to, EIGHT_KILLS_TABLES) > len(EIGHT_KILLS_TABLES)
     columns = deltalake.DeltaTable(table_path(to, TableId(db, "t05_dec"))).schema().to_arrow().names
     assert "d2" in columns and "extra" not in deltalake.DeltaTable(
         table_path(to, TableId(db, "t01_int"))).schema().to_arrow().names, columns

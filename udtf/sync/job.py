@@ -64,8 +64,9 @@ class BatchStats:
     skipped: list[str] = field(default_factory=list)  # tables this batch had already been applied to
     ignored: list[str] = field(default_factory=list)  # tables without a primary key, not mirrored
     seconds: float = 0.0
-    # where the batch's time went in this process: collecting it from Spark (which runs the read), decoding the
-    # rows, merging them into Delta
+    # where the batch's time went in this process: collecting it from Spark (which runs the read; Spark's
+    # writers: the job that reads the batch, persists it and counts each table's rows), decoding the rows (delta-rs:
+    # in this process), merging them (Spark's writers: decoded on the executors as they merge)
     collect_seconds: float = 0.0
     decode_seconds: float = 0.0
     merge_seconds: float = 0.0
@@ -230,11 +231,13 @@ class SyncBatches:
         opts = capture_options(store)
         df = df.persist()
         try:
+            t0 = time.monotonic()
             groups = (df.groupBy(DATABASE_COLUMN, TABLE_COLUMN)
                       .agg(F.count(F.lit(1)).alias("n"),
                            F.max((F.col(OP_COLUMN) == RESET_OP).cast("int")).alias("reset"),
                            F.min((F.col(OP_COLUMN) == SNAPSHOT).cast("int")).alias("snapshot"),
                            F.max(COMMIT_COLUMN).alias("last")).collect())
+            stats.collect_seconds = time.monotonic() - t0  # the batch read from the source and persisted
             stats.rows = sum(int(g["n"]) for g in groups)
             merges: list[tuple[Any, TableSchema, Any]] = []  # (group, schema, rows): merged together below
             for g in groups:
