@@ -127,7 +127,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
         source and persists it, the decode and write of its rows (each table's own Spark job), the rest
         (planning the micro-batches, following schemas, Spark's commit log)."""
         read = sum(s.collect_seconds for s in spent[fmt])
-        write = sum(s.merge_seconds for s in spent[fmt])
+        write = sum(s.decode_seconds + s.merge_seconds for s in spent[fmt])
         return (f"{len(spent[fmt])} batches: read and persist {read:.1f} s, decode and write {write:.1f} s, "
                 f"the rest {secs - read - write:.1f} s")
 

@@ -5,9 +5,10 @@ Pure, no pyspark: the Spark adapters make these rows, the sync job and :func:`my
 Every output row is the table's columns (typed; or, in a read of many tables, their values as JSON in
 ``__values``) and metadata: the op, where the row comes from (database, table, chunk) and where it is in the
 binlog (a snapshot row: its chunk's high watermark). Changes apply in the order (``__file`` by numeric suffix,
-``__pos``, ``__row``), which is the order of ``_change_seq``. Then Spark's change-data vocabulary:
-``_change_type`` (insert, update_preimage, update_postimage, delete; a snapshot row is an insert),
-``_change_seq`` (a LONG growing with the binlog order, 0 for snapshot rows: :func:`offsets.change_sequence`)
+``__pos``, ``__row``), which is the order of ``_change_seq`` for each key (an XA transaction's rows come at its
+commit and keep the sequences of its prepare). Then Spark's change-data vocabulary: ``_change_type`` (insert,
+update_preimage, update_postimage, delete; a snapshot row is an insert), ``_change_seq`` (a LONG growing with the
+binlog order, 0 for snapshot rows: :func:`offsets.change_sequence`)
 and ``_commit_timestamp`` (the transaction's commit time; NULL for snapshot rows).
 
 >>> CHANGE_TYPES[BEFORE], [name for name, _ in META_COLUMNS][:3]

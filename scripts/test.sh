@@ -27,8 +27,8 @@ for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
   # CI time (the default run stays under 55 minutes): on 4.0, 4.1 and 4.2 one server (the main suite runs both on 4.3,
   # and what differs between Spark versions does not differ between servers); the sync into a Delta catalog on 4.2
   # only with MYSQL_CDC_LONG_VERSIONS=1
-  one="not mariadb" long="not eight_kills"
-  [ -z "${MYSQL_CDC_LONG_VERSIONS:-}" ] || { one="not nothing_left_out"; long="not nothing_left_out"; }
+  one="not mariadb" long="not eight_kills" limit=900
+  [ -z "${MYSQL_CDC_LONG_VERSIONS:-}" ] || { one="not nothing_left_out"; long="not nothing_left_out"; limit=2400; }
   case "$server" in
     4.2.1) if [ -n "${MYSQL_CDC_LONG_VERSIONS:-}" ]; then narrow=(-k "not iceberg"); else
              narrow=(-k "not iceberg and not catalog_namespace and $one and $long"); fi ;;
@@ -39,7 +39,7 @@ for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
   echo "== pyspark $server (thin client pyspark-client $client)"
   MYSQL_CDC_SPARK_VERSION="$server" PYSPARK_PYTHON="$PWD/.venv-spark-$server/bin/python" \
     MYSQL_CDC_CLIENT_PYTHON="$PWD/.venv-client-$client/bin/python" \
-    timeout -k 30 900 ".venv-spark-$server/bin/python" -m pytest -p no:cacheprovider --durations=5 -m versions \
+    timeout -k 30 "$limit" ".venv-spark-$server/bin/python" -m pytest -p no:cacheprovider --durations=5 -m versions \
     tests/test_spark_versions.py "${narrow[@]}"
   v=$?
   [ $v -eq 0 ] || rc=$v

@@ -574,6 +574,44 @@ def test_an_xa_transactions_rows_keep_the_change_sequences_of_their_prepare(
         assert (mirror[12], mirror[200], mirror[202], mirror[1000], mirror[11]) == (1, 7, -5, 8, 11)
 
 
+def test_xa_rows_decided_by_their_keys_keep_the_change_sequences_of_their_prepare(
+        profile: ConnectionProfile, info: Any, db: str, root: Any, table: Model, tmp_path: Any) -> None:
+    """The same where the emit rule decides by key (the XA transaction commits while a chunk is read, so the
+    binlog phase after the snapshot decides its rows chunk by chunk): the emitted images' sequences are unique,
+    and the snapshot plus the changes applied in sequence order is the source."""
+    store = StateStore(str(tmp_path / "state"))
+
+    def run(*statements: str) -> None:
+        conn = info.connect(root=True, database=db)
+        conn.autocommit(True)
+        with conn.cursor() as c:
+            for q in statements:
+                c.execute(q)
+        conn.close()
+
+    def while_chunk_2_reads() -> None:  # keys 2..200 are chunk 0's, read already: their images are emitted
+        run("XA START 'six'", "UPDATE t SET v = -6 WHERE id = 10", "DELETE FROM t WHERE id = 10",
+            "UPDATE t SET v = -6 WHERE id BETWEEN 100 AND 200 OR id BETWEEN 450 AND 470 OR id = 1300",
+            "XA END 'six'", "XA PREPARE 'six'")
+        run("UPDATE t SET v = 1 WHERE id = 12")
+        run("XA COMMIT 'six'")
+
+    _, snap, _ = _snapshot(profile, db, store, {2: while_chunk_2_reads})
+    run("UPDATE t SET v = 7 WHERE id = 100")
+    phase, start = _phase(profile, db, store)
+    got = list(phase.changes(start, None))
+    phase.close()
+    assert len({c.seq for c in got}) == len(got) and any(c.op == "-D" and c.values[0] == 10 for c in got)
+    mirror = dict(snap)
+    for c in sorted(got, key=lambda c: c.seq):
+        k, v = c.values
+        if c.op in ("-U", "-D"):
+            mirror.pop(k, None)
+        else:
+            mirror[k] = v
+    assert mirror == _source(root) and mirror[100] == 7 and 10 not in mirror
+
+
 def test_a_transaction_larger_than_fetch_size_is_read_in_pieces_the_same_and_survives_a_reconnect(
         profile: ConnectionProfile, info: Any, db: str, root: Any, table: Model, tmp_path: Any) -> None:
     """A reader holds at most about ``fetch_size`` rows of a transaction (issue 15, memory): a transaction of

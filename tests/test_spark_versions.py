@@ -486,9 +486,14 @@ spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "fal
 out = {}
 for t, cols in tables.items():
     name = f"lake.mirror_{db}.{t}"
-    marks = [(r["app"], int(r["batch"])) for r in spark.sql(
-        f"SELECT summary['mysql_cdc.app'] AS app, summary['mysql_cdc.batch'] AS batch FROM {name}.snapshots "
-        "ORDER BY committed_at").collect() if r["batch"] is not None]
+    snaps = {r["parent_id"]: r for r in spark.sql(
+        f"SELECT snapshot_id, parent_id, summary['mysql_cdc.app'] AS app, summary['mysql_cdc.batch'] AS batch "
+        f"FROM {name}.snapshots").collect()}
+    marks, snap = [], snaps.get(None)
+    while snap is not None:  # in commit order: each snapshot's child (committed_at may tie)
+        if snap["batch"] is not None:
+            marks.append((snap["app"], int(snap["batch"])))
+        snap = snaps.get(snap["snapshot_id"])
     out[t] = {"rows": [tuple(r) for r in spark.table(name).select(*cols).collect()], "marks": marks,
               "columns": spark.table(name).columns}
 with open(out_path, "wb") as f:
@@ -496,6 +501,7 @@ with open(out_path, "wb") as f:
 """
 
 
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("fmt", [f for f, jars in (("delta", delta_artifact), ("iceberg", iceberg_artifact))
                                  if jars(pyspark.__version__)])
 def test_eight_kills_of_the_sync_into_each_format_converge_exactly_once(
@@ -521,8 +527,8 @@ def test_eight_kills_of_the_sync_into_each_format_converge_exactly_once(
                  "--conf", "spark.sql.catalog.lake.type=hadoop",
                  "--conf", f"spark.sql.catalog.lake.warehouse={warehouse}"]
     eight_kills(info, db, root, args, ck, log, lambda a: _sync(a, profile, log))
-    with open(log, encoding="utf-8", errors="replace") as f:
-        said = f.read()
+    with open(log, encoding="utf-8", errors="replace") as text:
+        said = text.read()
     writer = {"delta": "Delta tables written by Spark (io.delta:delta-spark_",
               "iceberg": "Iceberg tables written by Spark (org.apache.iceberg:iceberg-spark-runtime-"}[fmt]
     assert writer in said, _tail(log)

@@ -62,7 +62,7 @@ class Change(NamedTuple):
     row: int  # index of the change in its transaction (orders changes of one event)
     gtid: str | None
     timestamp: int  # commit time, seconds since the epoch
-    seq: int = 0  # the image's LONG sequence (offsets.change_sequence): binlog order, unique
+    seq: int = 0  # the image's LONG sequence (offsets.change_sequence): unique, binlog order (XA: its prepare's)
 
 
 ALTERNATING = "±U"  # a run of an update event's images: -U, +U, -U, +U, ...

@@ -65,7 +65,7 @@ class BinlogRow(NamedTuple):
     gtid: str | None
     timestamp: int
     start: int = 0  # start position of that event
-    ordinal: int = 0  # the row's index in that event
+    ordinal: int = 0  # the row's index in that event (an XA transaction's row: in its prepare's event)
     # where the row's images are numbered (``change_sequence`` of its event's file and start), when not where it
     # is delivered: an XA transaction's rows come at its commit and keep their prepare's numbers (on_xa_end)
     seq: int | None = None
@@ -450,7 +450,8 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
       each is an empty tuple (what a micro-batch's planning needs);
     - with ``piece`` > 0 (and no ``skip_before``), a transaction is yielded in pieces of about that many rows
       as its rows events arrive, so that memory holds a piece, not a whole transaction; its last piece comes
-      at its commit (the binlog holds a transaction's rows only once it committed; XA PREPARE is refused);
+      at its commit (the binlog holds a transaction's rows only once it committed; an XA transaction's are held
+      whole until its commit);
     - a statement logged as SQL text that may change rows stops the read, read as the server of
       ``server_version`` runs it (:class:`mysql_cdc.ddl.Statement`); with ``allow_statement_writes`` only one
       that names a captured table does;
