@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -361,8 +361,8 @@ class SparkIcebergMirror(SparkDeltaMirror):
     """The Iceberg tables of one sync, in a catalog namespace (``lake.mirror_{database}``), written by Spark with
     Iceberg's runtime and SQL extension. As the Delta writer, except:
 
-    - exactly once: Iceberg has no idempotent-write settings. Every commit of a batch (a MERGE, a reset's
-      DELETE) carries the query's id and the batch id in its snapshot summary (session settings
+    - exactly once: Iceberg has no idempotent-write settings. Every commit of a batch (a MERGE, an append, a
+      reset's overwrite by no rows) carries the query's id and the batch id in its snapshot summary (session settings
       ``spark.sql.iceberg.snapshot-property.mysql_cdc.app`` / ``.batch``), and a table whose snapshots hold
       that batch of that query, or a later one, skips it. One table's part of a batch is one Iceberg commit,
       all or nothing, so a batch Spark replays after a crash is applied once to every table. (Without the skip
@@ -397,6 +397,21 @@ class SparkIcebergMirror(SparkDeltaMirror):
         """The table's identifier fields: the key, or none (``lake_types.identifier_fields``)."""
         types = dict(_types(_spark_schema(want)))
         return identifier_fields([(k, types[k].upper()) for k in schema.primary_key], "iceberg")
+
+    def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
+        """Delete every row of the table's mirror in one commit marked with the batch. Not by ``DELETE FROM``:
+        Iceberg deletes whole files from their metadata alone, in a commit that takes no snapshot property from
+        the session (found by the eight-kill test: the reset's snapshot named no batch). An overwrite of every
+        row by none (``overwrite(True)``: whatever the session's partition overwrite mode) is Spark's write,
+        whose commit carries them."""
+        from pyspark.sql import functions as F
+
+        if not self._owner(table)[0]:
+            return False
+        name = self.name(table)
+        return self._exactly_once(self.spark, table, app_id, batch_id,
+                                  lambda session: session.table(name).where(F.lit(False)).writeTo(name).overwrite(
+                                      F.lit(True)))
 
     def _keyed(self, schema: TableSchema, want: pa.Schema) -> None:
         fields = self._identifier(schema, want)
@@ -470,14 +485,17 @@ class SparkIcebergMirror(SparkDeltaMirror):
                           f"WHERE summary[{_literal(APP_PROPERTY)}] = {_literal(app_id)}").collect()[0]["b"]
         return -1 if got is None else int(got)
 
-    def _exactly_once(self, session: Any, table: TableId, app_id: str, batch_id: int, sql: str) -> bool:
+    def _exactly_once(self, session: Any, table: TableId, app_id: str, batch_id: int,
+                      sql: str | Callable[[Any], None]) -> bool:
+        """Run ``sql`` (a statement, or a write given the session) unless the table's snapshots hold this batch
+        of this query or a later one; its commit carries the query and the batch. True when it ran."""
         if self._applied(session, table, app_id) >= batch_id:
             return False
         marks = {SNAPSHOT_PROPERTY + APP_PROPERTY: app_id, SNAPSHOT_PROPERTY + BATCH_PROPERTY: str(batch_id)}
         for k, v in marks.items():
             session.conf.set(k, v)
         try:
-            session.sql(sql)
+            session.sql(sql) if isinstance(sql, str) else sql(session)
         finally:
             for k in marks:
                 session.conf.unset(k)
