@@ -122,3 +122,14 @@ def build_wheel(out_dir: str | Path) -> Path:
                        check=True, cwd=src, env=env, timeout=600)
     (whl,) = Path(out_dir).glob("pyspark_mysql_cdc-*.whl")
     return whl
+
+
+def statements_alone(info: Any, db: str, *statements: str) -> None:
+    """Run ``statements`` as root on a session of their own, closed after (a prepared XA transaction outlives
+    it)."""
+    conn = info.connect(root=True, database=db)
+    conn.autocommit(True)
+    with conn.cursor() as c:
+        for q in statements:
+            c.execute(q)
+    conn.close()

@@ -5,6 +5,7 @@ when its chunk's high watermark does not already include it: never missing, neve
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 import time
@@ -30,7 +31,7 @@ from mysql_cdc.udtf.binlog.startup import ReadFrom, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import read_transactions
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import Hooks, SnapshotReader
-from tests.helpers import Write, Writer, binlog_end, insert_rows
+from tests.helpers import Write, Writer, binlog_end, insert_rows, statements_alone
 
 Image = tuple[str, int, int]  # op, id, v
 
@@ -467,13 +468,7 @@ def test_xa_transactions_are_delivered_at_their_commit_and_dropped_at_their_roll
         return BinlogPhase(profile, facts, parse_options({"tables": f"{db}\\.t", **more}), {t: plans[0].schema},
                            {t: None})
 
-    def run(*statements: str) -> None:  # on a session of its own, closed after (a prepared XA outlives it)
-        conn = info.connect(root=True, database=db)
-        conn.autocommit(True)
-        with conn.cursor() as c:
-            for q in statements:
-                c.execute(q)
-        conn.close()
+    run = functools.partial(statements_alone, info, db)
 
     # the xid used again below, by a transaction before the read: a search must take the prepare of the commit
     run("XA START 'two', 'bq', 7", "UPDATE t SET v = -20 WHERE id = 8", "XA END 'two', 'bq', 7",
@@ -533,13 +528,7 @@ def test_an_xa_transactions_rows_keep_the_change_sequences_of_their_prepare(
     facts, plans = plan_tables(profile, opts)
     t = TableId(db, "t")
 
-    def run(*statements: str) -> None:
-        conn = info.connect(root=True, database=db)
-        conn.autocommit(True)
-        with conn.cursor() as c:
-            for q in statements:
-                c.execute(q)
-        conn.close()
+    run = functools.partial(statements_alone, info, db)
 
     start = ReadFrom(BinlogOffset(*binlog_end(root)[:2]))
     run("XA START 'five'", "UPDATE t SET v = -5 WHERE id = 10", "DELETE FROM t WHERE id = 10",
@@ -581,13 +570,7 @@ def test_xa_rows_decided_by_their_keys_keep_the_change_sequences_of_their_prepar
     and the snapshot plus the changes applied in sequence order is the source."""
     store = StateStore(str(tmp_path / "state"))
 
-    def run(*statements: str) -> None:
-        conn = info.connect(root=True, database=db)
-        conn.autocommit(True)
-        with conn.cursor() as c:
-            for q in statements:
-                c.execute(q)
-        conn.close()
+    run = functools.partial(statements_alone, info, db)
 
     def while_chunk_2_reads() -> None:  # keys 2..200 are chunk 0's, read already: their images are emitted
         run("XA START 'six'", "UPDATE t SET v = -6 WHERE id = 10", "DELETE FROM t WHERE id = 10",
@@ -703,13 +686,7 @@ def test_a_read_across_server_restarts_decodes_each_table_by_its_own_map(
     table maps gave them to each other, silently, and misread tables that differ)."""
     import re
 
-    def run(*statements: str) -> None:
-        conn = info.connect(root=True, database=db)
-        conn.autocommit(True)
-        with conn.cursor() as c:
-            for q in statements:
-                c.execute(q)
-        conn.close()
+    run = functools.partial(statements_alone, info, db)
 
     def ids() -> dict[str, set[int]]:  # table -> the ids its table maps had, in the binlog files read
         conn = info.connect(root=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import random
 import signal
@@ -20,7 +21,7 @@ import pytest
 
 from mysql_cdc.ids import TableId
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import insert_rows
+from tests.helpers import insert_rows, statements_alone
 from tests.servers import ServerInfo, ServerProcess
 from tests.test_streaming import _checkpoint_state, _tail
 
@@ -360,13 +361,7 @@ def test_xa_transactions_across_runs_of_the_sync_are_mirrored_at_their_commit(
 
     _make(root, rows=60)
 
-    def run(*statements: str) -> None:  # a session of its own (a prepared XA transaction outlives it)
-        conn = info.connect(root=True, database=db)
-        conn.autocommit(True)
-        with conn.cursor() as c:
-            for q in statements:
-                c.execute(q)
-        conn.close()
+    run = functools.partial(statements_alone, info, db)
 
     def sync() -> None:
         q = mysql_cdc.sync(classic_spark, to=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ck"),
