@@ -45,6 +45,7 @@ __all__ = [
     "split",
     "stop_when_caught_up",
     "sync",
+    "verify",
 ]
 
 __version__ = "0.1.0"
@@ -187,3 +188,75 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     if once:
         stop_when_caught_up(query)
     return query
+
+
+def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = None, tables: str | None = None,
+           profiles: Any = None, max_rows_per_second: float = 0.0, recheck_seconds: float = 30.0,
+           **options: Any) -> Any:
+    """Compare every table a sync mirrors (or those whose ``db.table`` matches one of the comma-separated regular
+    expressions ``tables``) with its source, by checksums of key ranges at one binlog point, while the sync runs
+    or not: a :class:`~mysql_cdc.udtf.sync.verify.VerifyReport` (``.ok``, ``.lines()``, ``.to_dict()``). The
+    source is read in one read view, chunk by chunk (at most ``max_rows_per_second``; 0: as fast as it goes), no
+    row leaves it unless it differs; the mirror is read by Spark. ``checkpoint`` and ``state_dir`` are the
+    sync's. See :mod:`mysql_cdc.udtf.sync.verify`."""
+    import re
+    import time
+
+    from mysql_cdc.connect import connect
+    from mysql_cdc.options import split_patterns
+    from mysql_cdc.planner.plan import describe_now
+    from mysql_cdc.planner.plan import inspect_server as _inspect
+    from mysql_cdc.profiles import resolve_profile
+    from mysql_cdc.state.history import schema_at
+    from mysql_cdc.state.store import StateStore, capture_options
+    from mysql_cdc.udtf.spark.compat import check_pyspark
+    from mysql_cdc.udtf.spark.register import _is_connect, _profiles
+    from mysql_cdc.udtf.sync.job import captured_schemas
+    from mysql_cdc.udtf.sync.verify import TableCheck, Verifier, VerifyReport, batch_end, committed_batches
+
+    check_pyspark(str(spark.version) if _is_connect(spark) else None)
+    if max_rows_per_second < 0:
+        raise ConfigError(f"max_rows_per_second must be 0 (no limit) or more, not {max_rows_per_second!r}")
+    store = StateStore(state_dir)
+    if not store.exists():
+        raise StateError(f"no capture is recorded under state_dir {state_dir!r}: give the sync's --state-dir")
+    opts = parse_options({**{k: str(v) for k, v in options.items()}, "state_dir": state_dir,
+                          **({"source": source} if source else {}), "tables": tables or ".*"})
+    captured = capture_options(store)
+    profile = resolve_profile(opts, _profiles(profiles))
+    conn = connect(profile)
+    try:
+        facts = _inspect(conn)
+    finally:
+        conn.close()
+    try:
+        patterns = [re.compile(p) for p in split_patterns(tables or ".*")]
+    except re.error as e:
+        raise ConfigError(f"tables {tables!r} is not a list of regular expressions: {e}") from e
+    verifier = Verifier(spark, profile, opts, facts, store, checkpoint, max_rows_per_second=max_rows_per_second,
+                        recheck_seconds=recheck_seconds, tinyint1_as_boolean=captured.tinyint1_as_boolean)
+    checks: list[TableCheck] = []
+    started = time.monotonic()
+    done = committed_batches(checkpoint)
+    end = batch_end(checkpoint, done) if done >= 0 else {}
+    for schema in captured_schemas(store):
+        name = str(schema.table)
+        if not any(p.fullmatch(name) for p in patterns):
+            continue
+        if not schema.primary_key:
+            checks.append(TableCheck(name, not_checked="no primary key: the sync does not mirror it"))
+            continue
+        if end.get("phase") == "binlog":
+            entry = schema_at(store.history(schema.table), str(end["file"]), int(end["pos"]))
+            if entry is not None and entry.schema is not None:
+                schema = entry.schema
+        now = describe_now(profile, opts, schema.table)
+        if now is None:
+            checks.append(TableCheck(name, not_checked="the table is gone from the source"))
+            continue
+        if [(c.name, c.column_type) for c in now[0].columns] != [(c.name, c.column_type) for c in schema.columns]:
+            checks.append(TableCheck(name, not_checked="its columns changed since the mirror's point: verify "
+                                     "again once the sync has followed the change"))
+            continue
+        checks.append(verifier.check(schema))
+    return VerifyReport(tuple(checks), time.monotonic() - started)

@@ -6,6 +6,7 @@
     mysql-cdc follow --source shop --tables 'shop[.].*' --out /data/shop_cdc --checkpoint C --state-dir D
     mysql-cdc status --state-dir D [--table shop.orders]
     mysql-cdc sync --source shop --tables 'shop[.].*' --to /lake/shop --checkpoint C --state-dir D [--once]
+    mysql-cdc verify --source shop --checkpoint C --state-dir D [--tables 'shop[.]orders']
 
 ``--source`` names a profile from ``$MYSQL_CDC_PROFILE_<NAME>`` or ``$MYSQL_CDC_PROFILES_FILE``; passwords
 never go on the command line (other users could read it in the process list).
@@ -481,6 +482,27 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     return rc
 
 
+DIFFERS = 3  # the exit code of a verify that found a difference (or a table it could not check)
+
+
+def cmd_verify(ns: argparse.Namespace) -> int:
+    """Compare a sync's mirror with its source (mysql_cdc.verify with local Spark): a line per table and one in
+    all; 0 when every table agrees, :data:`DIFFERS` when one differs or could not be checked."""
+    import json
+
+    import mysql_cdc
+
+    spark = _local_spark(ns, "mysql-cdc verify")
+    try:
+        report = mysql_cdc.verify(spark, checkpoint=ns.checkpoint, state_dir=ns.state_dir, source=ns.source,
+                                  tables=ns.tables, max_rows_per_second=ns.max_rows_per_second,
+                                  recheck_seconds=ns.recheck_seconds)
+    finally:
+        spark.stop()
+    print(json.dumps(report.to_dict(), sort_keys=True) if ns.json else "\n".join(report.lines()))
+    return 0 if report.ok else DIFFERS
+
+
 def with_lake_jars(ns: argparse.Namespace) -> None:
     """Add the format's Spark jars, SQL extension (and for Delta its catalog) to the sync's Spark settings
     (``--conf``): for Iceberg always (Iceberg has runtimes for Spark 4.0 and 4.1; the target's catalog is the
@@ -718,6 +740,20 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
     _stream_arguments(y, "4", "200000", "64 MiB")
     y.set_defaults(fn=cmd_sync, table=None, chunk_key=None)
+    v = sub.add_parser("verify", help="compare a sync's mirror with its source by checksums of key ranges, at one "
+                       "binlog point, while the sync runs or not (exit code 3: a table differs)")
+    v.add_argument("--source", required=True, help=src)
+    v.add_argument("--checkpoint", required=True, help="the sync's Spark checkpoint location")
+    v.add_argument("--state-dir", required=True, help="the sync's state directory")
+    v.add_argument("--tables", action="append", help="regular expressions over 'db.table' of the mirrored tables "
+                   "to compare (default: all)")
+    v.add_argument("--max-rows-per-second", type=float, default=0.0,
+                   help="read the source no faster than this (default 0: no limit)")
+    v.add_argument("--recheck-seconds", type=float, default=30.0,
+                   help="how long to wait for the sync before keys that differ are compared once more (0: never)")
+    v.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _spark_arguments(v)
+    v.set_defaults(fn=cmd_verify, table=None, chunk_key=None)
     st = sub.add_parser("status", help="print the recorded chunk watermarks of a table, or a summary of every table")
     st.add_argument("--state-dir", required=True, help="the state directory of a snapshot or stream")
     st.add_argument("--table", help="the table, 'db.table' (default: a line for every recorded table)")

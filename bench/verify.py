@@ -1,0 +1,130 @@
+"""Verify benchmark: ``mysql_cdc.verify`` of a mirror of TPC-H ``orders`` against reading the table through Spark
+(the ``mysql_cdc`` data source into Spark's ``noop`` sink) and against a full export and compare (Spark's JDBC
+reader of the source and the mirror's files, ``exceptAll`` both ways), in a throwaway local server. A benchmark,
+not a test: it asserts nothing (a verify that does not come out clean is printed as a warning).
+
+    bash bench/verify.sh [--server mariadb|mysql|both] [--scale 1] [--parallelism 2]
+
+The mirror is made first by ``mysql_cdc.sync(once=True)`` into a folder (delta-rs, pyspark 4.3: the demo's
+writer). Each run is timed once per ``--repeat`` and the best is reported. Target (issue 33): verify <= 0.5x
+reading the table through Spark. Writes a Markdown table to stdout and to
+``bench/results/verify-<server>-sf<scale>.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.run import PeakRss, bench_parser, bench_server, load_orders, write_result  # noqa: E402
+from tests.servers import ServerInfo  # noqa: E402
+
+JAR = "/usr/share/java/mariadb-java-client.jar"
+
+
+def main() -> None:
+    ap = bench_parser(__doc__, 1.0, both=True)
+    ap.add_argument("--parallelism", type=int, default=2)
+    args = ap.parse_args()
+    kinds = ["mariadb", "mysql"] if args.server == "both" else [args.server]
+    sections = []
+    for kind in kinds:
+        with bench_server(kind) as (info, work):
+            n = load_orders(info, args.scale, work)
+            sections.append(run(info, n, args, work))
+    write_result(f"verify-{args.server}-sf{args.scale:g}", "\n\n".join(sections))
+
+
+def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
+    from pyspark.sql import SparkSession
+
+    import mysql_cdc
+
+    spark = (SparkSession.builder.master(f"local[{args.parallelism}]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "4g")
+             .config("spark.jars", JAR).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    url = f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"
+    profiles = {"bench": url}
+    mysql_cdc.register(spark, profiles)
+    d = os.path.join(work, "sync")
+    ck, state, to = os.path.join(d, "ck"), os.path.join(d, "state"), os.path.join(d, "lake")
+    t0 = time.monotonic()
+    q = mysql_cdc.sync(spark, source="bench", profiles=profiles, tables="tpch[.]orders", to=to, checkpoint=ck,
+                       state_dir=state, once=True)
+    q.awaitTermination()
+    if q.exception() is not None:
+        raise RuntimeError(str(q.exception()))
+    made = time.monotonic() - t0
+    reports: list[Any] = []
+
+    def read_through_spark() -> None:
+        spark.read.format("mysql_cdc").option("source", "bench").option("table", "tpch.orders").load() \
+            .write.format("noop").mode("overwrite").save()
+
+    def verify() -> None:
+        reports.append(mysql_cdc.verify(spark, checkpoint=ck, state_dir=state, source="bench", profiles=profiles))
+
+    def export_and_compare() -> None:
+        from deltalake import DeltaTable
+
+        jdbc = f"jdbc:mysql://{info.host}:{info.port}/tpch?permitMysqlScheme&allowPublicKeyRetrieval=true"
+        src = (spark.read.format("jdbc").option("url", jdbc).option("driver", "org.mariadb.jdbc.Driver")
+               .option("user", info.user).option("password", info.password).option("dbtable", "orders")
+               .option("partitionColumn", "o_orderkey").option("lowerBound", 1).option("upperBound", n * 4)
+               .option("numPartitions", args.parallelism).option("fetchsize", 10000).load())
+        mir = spark.read.parquet(*DeltaTable(os.path.join(to, "tpch", "orders")).file_uris())
+        src = src.select(*[src[c].cast(t) for c, t in mir.dtypes])
+        differ = src.exceptAll(mir).count() + mir.exceptAll(src).count()
+        if differ:
+            print(f"warning: export and compare found {differ} differing rows")
+
+    def timed(action: Callable[[], None]) -> tuple[float, int]:
+        best, peak = float("inf"), 0
+        for _ in range(args.repeat):
+            with PeakRss(lambda: [jvm_pid]) as mem:
+                t = time.monotonic()
+                action()
+                best = min(best, time.monotonic() - t)
+            peak = max(peak, mem.peak_total)
+        return best, peak
+
+    read_s, read_mem = timed(read_through_spark)
+    verify_s, verify_mem = timed(verify)
+    export_s, export_mem = timed(export_and_compare)
+    last = reports[-1]
+    if not last.ok:
+        print("warning: verify did not come out clean:\n" + "\n".join(last.lines()))
+    t = last.tables[0]
+    mb = 1024 * 1024
+    lines = [
+        f"### {info.kind}: TPC-H orders sf{args.scale:g} ({n:,} rows), pyspark 4.3 local[{args.parallelism}], "
+        f"a mirror made by the sync (delta-rs) in {made:.1f} s",
+        "",
+        "| run | seconds | ratio to reading through Spark | peak RSS (JVM and workers, MB) |",
+        "| --- | --- | --- | --- |",
+        f"| read the table through Spark (`mysql_cdc` data source, noop sink) | {read_s:.2f} | 1.00x | "
+        f"{read_mem // mb:,} |",
+        f"| `mysql_cdc.verify` (clean: {t.rows:,} rows, {t.chunks} chunks) | {verify_s:.2f} | "
+        f"{verify_s / read_s:.2f}x | {verify_mem // mb:,} |",
+        f"| full export and compare (Spark JDBC + the mirror's files, `exceptAll` both ways) | {export_s:.2f} | "
+        f"{export_s / read_s:.2f}x | {export_mem // mb:,} |",
+        "",
+        f"Where verify's time went (its best run): the source's checksums {t.source_seconds:.2f} s (one query per "
+        f"chunk, in the server) while the mirror's Spark job took {t.mirror_seconds:.2f} s; the rest "
+        f"{t.seconds - max(t.source_seconds, t.mirror_seconds):.2f} s (pinning, the keys in flux, planning). "
+        f"Verify is {verify_s / export_s:.2f}x the export and compare. Target: verify <= 0.5x reading through Spark.",
+    ]
+    spark.stop()
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Verify (``mysql_cdc.verify``, ``mysql-cdc verify``) on real servers against real mirrors (delta-rs, read by
+Spark): a correct mirror verifies clean, every damage is caught and its keys named, and a mirror that a running
+sync keeps up to date under writers verifies clean while they write. The canonical text of a double is the
+server's own, checked against both servers on random doubles."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mysql_cdc
+from mysql_cdc.ids import TableId
+from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.schema import ColumnInfo
+from mysql_cdc.udtf.sync import checksum as cs
+from mysql_cdc.udtf.sync import verify as verify_mod
+from mysql_cdc.udtf.sync.mirror import table_path
+from tests.conftest import ROOT, _repo_env, wait_until
+from tests.helpers import insert_rows, profile_url
+from tests.servers import ServerInfo
+from tests.test_multi_table import KEYS, NO_KEY, Writers, _make
+from tests.test_values import COLUMNS, NAMES, ROWS
+
+deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+widened = st.floats(width=32, allow_nan=False, allow_infinity=False)  # a FLOAT's value, as the double it widens to
+
+
+@given(finite)
+def test_a_doubles_text_reads_back_to_it_where_the_server_writes_every_digit(x: float) -> None:
+    assert float(cs.double_text(x, "mariadb")) == x
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(finite | widened | st.sampled_from([1e15, 1e16, 1e-15, 1e-16, 5e-324, 1.7976931348623157e308,
+                                                    -2.2250738585072014e-308, 123456789012345678.0]),
+                min_size=1, max_size=300, unique=True))
+def test_double_text_is_the_servers_own_text_of_every_double(info: ServerInfo, root: Any, xs: list[float]) -> None:
+    cur = root.cursor()
+    cur.execute("DROP TABLE IF EXISTS dd")
+    cur.execute("CREATE TABLE dd (i INT PRIMARY KEY, d DOUBLE)")
+    cur.executemany("INSERT INTO dd VALUES (%s, %s)", list(enumerate(xs)))
+    cur.execute(f"SELECT i, {cs.source_text(ColumnInfo('d', 'double', 'double', True))} FROM dd", [])
+    got = dict(cur.fetchall())
+    mine = [cs.double_text(x, info.kind) for x in xs]
+    wrong = [(x, got[i], mine[i]) for i, x in enumerate(xs) if got[i] != mine[i]]
+    assert not wrong, wrong[:5]
+
+
+def _sync(spark: Any, base: Any, db: str, profile: ConnectionProfile, **extra: Any) -> dict[str, Any]:
+    args = dict(to=str(base / "lake"), checkpoint=str(base / "ck"), state_dir=str(base / "state"),
+                tables=f"{db}[.].*", source="src", profiles={"src": profile_url(profile)}, **extra)
+    q = mysql_cdc.sync(spark, once=True, **{k: v for k, v in args.items()})
+    assert q.awaitTermination(600), "the sync did not end"
+    assert q.exception() is None, q.exception()
+    return args
+
+
+def _verify(spark: Any, args: dict[str, Any], **kw: Any) -> Any:
+    return mysql_cdc.verify(spark, checkpoint=args["checkpoint"], state_dir=args["state_dir"], source="src",
+                            profiles=args["profiles"], **kw)
+
+
+def _committed_phase(checkpoint: str) -> str | None:
+    done = verify_mod.committed_batches(checkpoint)
+    return verify_mod.batch_end(checkpoint, done).get("phase") if done >= 0 else None
+
+
+def _by_table(report: Any) -> dict[str, Any]:
+    return {t.table.split(".", 1)[1]: t for t in report.tables}
+
+
+def test_a_mirror_verifies_clean_and_each_damage_is_named(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify_mod, "_SHOWN", 1000)
+    cur = root.cursor()
+    cur.execute("SET time_zone = '+00:00'")  # TIMESTAMP literals are UTC instants
+    cur.execute(f"CREATE TABLE tv (id BIGINT UNSIGNED PRIMARY KEY, {', '.join(f'`{n}` {t}' for n, t in COLUMNS)})")
+    # every type's extreme values (ROWS), then one row per column whose value in that column will be damaged
+    insert_rows(root, "tv", ["id", *NAMES], [*ROWS, *[(100 + i, *ROWS[0][1:]) for i in range(len(COLUMNS))]])
+    cur.execute("CREATE TABLE k2 (a INT, b VARCHAR(8) COLLATE utf8mb4_general_ci, f DOUBLE, PRIMARY KEY (a, b))")
+    cur.executemany("INSERT INTO k2 VALUES (%s, %s, %s)", [(i % 7, f"K{i}", i / 7) for i in range(3000)])
+    args = _sync(classic_spark, tmp_path, db, profile, chunk_size=500)
+    clean = _verify(classic_spark, args)
+    assert clean.ok, clean.lines()
+    by = _by_table(clean)
+    assert (by["tv"].rows, by["k2"].rows) == (len(ROWS) + len(COLUMNS), 3000)
+    assert by["k2"].chunks >= 6 and by["k2"].in_flux == 0 and ":" in by["k2"].point
+    # the damage, written into the mirrors as another writer would (no batch of the sync's)
+    path = table_path(args["to"], TableId(db, "tv"))
+    have = deltalake.DeltaTable(path).to_pyarrow_table()
+    rows = {int(r["id"]): r for r in have.to_pylist()}
+    for i, name in enumerate(NAMES):  # a value of each column type changed
+        row = rows[100 + i]
+        row[name] = next(rows[k][name] for k in (2, 3, 1) if rows[k][name] != row[name])
+    del rows[2]  # a row missing
+    rows[999] = dict(rows[3], id=Decimal(999))  # a row too many
+    rows[998] = dict(rows.pop(1), id=Decimal(998))  # a key changed
+    deltalake.write_deltalake(path, pa.Table.from_pylist(list(rows.values()), schema=have.schema), mode="overwrite")
+    k2 = table_path(args["to"], TableId(db, "k2"))
+    deltalake.DeltaTable(k2).update({"f": "f + 1e-12"}, predicate="a = 3 AND b = 'K10'")
+    found = _by_table(_verify(classic_spark, args, recheck_seconds=0))
+    assert sorted(found["tv"].changed, key=int) == [str(100 + i) for i in range(len(COLUMNS))]
+    assert (found["tv"].missing, found["tv"].extra) == (("1", "2"), ("998", "999"))
+    assert found["tv"].differing == len(COLUMNS) + 4
+    assert (found["k2"].changed, found["k2"].missing, found["k2"].extra) == (("(3, 'K10')",), (), ())
+    # the command: one line per table and in all, exit code 3 when a table differs
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+    run = subprocess.run([sys.executable, "-m", "mysql_cdc", "verify", "--source", "src", "--checkpoint",
+                          args["checkpoint"], "--state-dir", args["state_dir"], "--tables", f"{db}[.]k2",
+                          "--master", "local[2]", "--recheck-seconds", "0"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 3, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith(f"{db}.k2: DIFFERS: 3,000 rows in ")
+    assert "different in the mirror: (3, 'K10')" in lines[1]
+    assert lines[-1].startswith("verify: 1 of 1 tables checked, 3,000 rows, 1 differ"), lines
+    assert profile.password not in run.stdout + run.stderr
+
+
+def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage_is_still_caught(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    _make(root)
+    cur = root.cursor()
+    cur.execute("CREATE TABLE still (id INT PRIMARY KEY, v VARCHAR(10))")  # no writer touches it
+    cur.executemany("INSERT INTO still VALUES (%s, %s)", [(i, f"v{i}") for i in range(500)])
+    args = dict(to=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "state"),
+                tables=f"{db}[.].*", exclude=f"{db}[.]t1[03]_.*", source="src",
+                profiles={"src": profile_url(profile)}, chunk_size=200)
+    mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still"])
+    with Writers(info, db, seed=5):
+        q = mysql_cdc.sync(classic_spark, trigger_seconds=0.5, **args)
+        try:
+            wait_until(lambda: _committed_phase(args["checkpoint"]) == "binlog" or not q.isActive, 300,
+                       "a batch of the binlog phase committed")
+            assert q.isActive, q.exception()
+            first = _verify(classic_spark, args, recheck_seconds=20)
+            assert first.ok, first.lines()
+            checked = _by_table(first)
+            assert sorted(checked) == mirrored
+            assert sum(t.in_flux for t in first.tables) > 0  # the writers were caught in the act, and left out
+            # damage a table the writers leave alone while the sync runs: found, and only there
+            path = table_path(args["to"], TableId(db, "still"))
+            deltalake.DeltaTable(path).delete("id = 7")
+            second = _verify(classic_spark, args, recheck_seconds=5)
+            bad = {n: t for n, t in _by_table(second).items() if not t.ok}
+            assert list(bad) == ["still"] and bad["still"].missing == ("7",), second.lines()
+            assert q.isActive, q.exception()
+        finally:
+            q.stop()

@@ -1,0 +1,569 @@
+"""Verify a mirror against its source: every table compared by checksums of its rows, at one binlog point,
+without a row leaving the server unless it differs.
+
+For each table (docs/DESIGN.md §14):
+
+1. **The mirror, pinned.** The table's current version is read, and the batch it holds (its last commit of
+   this sync's query, Delta's ``txn``) with the last batch the sync's checkpoint committed before that: the
+   table then equals its source at the end of the later of the two batches (every batch's tables commit before
+   its checkpoint entry, and batches commit in order), a binlog point ``P`` read from the checkpoint's offset.
+2. **The source, in one read view.** ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` (no lock), bracketed by the
+   binlog points ``low`` and ``high`` (equal on MariaDB: the view's own point); each chunk of the capture's plan
+   gives one query: its rows' count and sum of row hashes per bucket (``checksum``), summed on the server.
+3. **The keys in flux.** Every key the binlog changed between ``min(P, low)`` and ``max(P, high)`` may differ
+   between the two sides for a good reason: those keys are read on both sides (by key: an index lookup in the
+   same read view, a join on the mirror) and taken out of both sums, and are not compared. For every other key
+   the row at ``P`` is the row at the view's point, so both sides must agree exactly.
+4. **The mirror's side** is one Spark job over the pinned version: count and sum per bucket.
+5. **Differing buckets are narrowed down** to their keys (the bucket's rows with their hashes from both
+   sides), and the differing keys are checked once more after ``recheck_seconds`` against a newer point: a key
+   that the sync had not applied yet then agrees (a transaction held between its binlog write and its engine
+   commit can fall outside the window of step 3); one that still differs is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from mysql_cdc.chunks import Chunk
+from mysql_cdc.connect import ServerFacts, connect
+from mysql_cdc.errors import MysqlCdcError, StateError
+from mysql_cdc.ids import TableId, ident
+from mysql_cdc.offsets import BinlogOffset
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.schema import ColumnInfo, TableSchema
+from mysql_cdc.sql import chunk_where
+from mysql_cdc.state.storage import list_names, read_text
+from mysql_cdc.state.store import StateStore
+from mysql_cdc.udtf.binlog.server_ids import claimed_id
+from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
+from mysql_cdc.udtf.convert import binlog_row_converter, table_arrow_schema
+from mysql_cdc.udtf.sync import checksum as cs
+from mysql_cdc.udtf.sync.job import query_app_id
+from mysql_cdc.udtf.sync.lake_types import to_lake
+
+_log = logging.getLogger("mysql_cdc.verify")
+_KEYS_PER_QUERY = 500
+_PLAIN_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}  # change nothing of a Parquet file's read
+_SHOWN = 20  # differing keys named per table and kind
+
+
+class VerifyError(MysqlCdcError):
+    """A mirror table could not be verified (its point unknown, its binlog purged, its format unread)."""
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """The verification of one table."""
+
+    table: str
+    rows: int = 0  # rows compared (the source's, less the keys in flux)
+    chunks: int = 0
+    in_flux: int = 0  # keys the binlog changed between the two points: left out
+    missing: tuple[str, ...] = ()  # keys in the source, not in the mirror
+    extra: tuple[str, ...] = ()  # keys in the mirror, not in the source
+    changed: tuple[str, ...] = ()  # keys whose row differs
+    differing: int = 0  # how many keys differ (the tuples above name at most _SHOWN each)
+    not_checked: str = ""  # why the table was not compared
+    point: str = ""  # the mirror's binlog point
+    seconds: float = 0.0
+    source_seconds: float = 0.0  # of which the source's checksums
+    mirror_seconds: float = 0.0  # and the mirror's (run at the same time)
+
+    @property
+    def ok(self) -> bool:
+        return not self.differing and not self.not_checked
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "rows": self.rows, "chunks": self.chunks, "in_flux": self.in_flux,
+                "missing": list(self.missing), "extra": list(self.extra), "changed": list(self.changed),
+                "differing": self.differing, "not_checked": self.not_checked, "point": self.point,
+                "seconds": round(self.seconds, 3), "source_seconds": round(self.source_seconds, 3),
+                "mirror_seconds": round(self.mirror_seconds, 3)}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What a verification found: one :class:`TableCheck` per table."""
+
+    tables: tuple[TableCheck, ...]
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(t.ok for t in self.tables)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "seconds": round(self.seconds, 3), "tables": [t.to_dict() for t in self.tables]}
+
+    def lines(self) -> list[str]:
+        out = []
+        for t in self.tables:
+            if t.not_checked:
+                out.append(f"{t.table}: NOT CHECKED: {t.not_checked}")
+                continue
+            head = (f"{t.table}: {'ok' if t.ok else 'DIFFERS'}: {t.rows:,} rows in {t.chunks} chunks at "
+                    f"{t.point}, {t.in_flux} keys in flux left out, {t.seconds:.1f} s")
+            out.append(head)
+            for kind, keys in (("missing from the mirror", t.missing), ("extra in the mirror", t.extra),
+                               ("different in the mirror", t.changed)):
+                if keys:
+                    out.append(f"  {kind}: {', '.join(keys)}")
+            if t.differing > len(t.missing) + len(t.extra) + len(t.changed):
+                out.append(f"  ({t.differing} keys differ in all)")
+        checked = [t for t in self.tables if not t.not_checked]
+        out.append(f"verify: {len(checked)} of {len(self.tables)} tables checked, "
+                   f"{sum(t.rows for t in checked):,} rows, "
+                   f"{sum(1 for t in self.tables if not t.ok)} differ or were not checked, {self.seconds:.1f} s")
+        return out
+
+
+# ---- where the mirror stands ----
+
+def committed_batches(checkpoint: str) -> int:
+    """The last batch the sync's checkpoint committed (-1: none)."""
+    done = [int(n) for n in list_names(checkpoint, "commits") if n.isdigit()]
+    return max(done, default=-1)
+
+
+def batch_end(checkpoint: str, batch: int) -> dict[str, Any]:
+    """Where batch ``batch`` of the sync's stream ended: the offset Spark logged for it (the source's, our JSON)."""
+    import json
+
+    text = read_text(checkpoint, "offsets", str(batch))
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if len(lines) < 3:
+        raise StateError(f"the checkpoint {checkpoint!r} has no offset of batch {batch}: is it this sync's?")
+    end = json.loads(lines[-1])
+    if isinstance(end, str):  # a Spark that logs the source's offset as a JSON string of JSON
+        end = json.loads(end)
+    if not isinstance(end, dict):
+        raise StateError(f"the checkpoint {checkpoint!r} logged an offset of batch {batch} not ours: {lines[-1]!r}")
+    return end
+
+
+@dataclass(frozen=True)
+class PinnedMirror:
+    """A mirror table at one version: its rows (a Spark DataFrame) and the binlog point they equal."""
+
+    rows: Any
+    point: BinlogOffset
+    batch: int
+
+
+def pin_delta_rs(spark: Any, location: str, app_id: str, checkpoint: str, table: TableId) -> PinnedMirror:
+    """A Delta table (delta-rs or Spark wrote it) at its current version, read by Spark from the version's
+    Parquet files (a Spark without Delta's classes reads what delta-rs wrote: no deletion vectors, no column
+    mapping, no partitions; refused otherwise)."""
+    from deltalake import DeltaTable
+
+    before = committed_batches(checkpoint)
+    dt = DeltaTable(location)
+    proto = dt.protocol()
+    features = set(proto.reader_features or ()) - _PLAIN_FEATURES
+    if features or dt.metadata().partition_columns:
+        raise VerifyError(f"the mirror of {str(table)!r} at {location!r} uses Delta features a plain Parquet read "
+                          f"cannot follow ({sorted(features) or 'partitions'}): verify it from a Spark with Delta")
+    held = dt.transaction_version(app_id)
+    batch = max(before, -1 if held is None else int(held))
+    if batch < 0:
+        raise VerifyError(f"the sync has committed no batch to {location!r} yet: run it first")
+    end = batch_end(checkpoint, batch)
+    if end.get("phase") != "binlog":
+        raise VerifyError(f"the mirror of {str(table)!r} is at batch {batch}, which ends in a snapshot (chunk "
+                          f"{end.get('chunk')} of {end.get('chunks')}): verify once the sync follows the binlog")
+    point = BinlogOffset(str(end["file"]), int(end["pos"]), end.get("gtids"), "position")
+    files = dt.file_uris()
+    schema = _spark_schema_of(dt.schema().to_arrow() if hasattr(dt.schema(), "to_arrow") else dt.schema())
+    rows = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    return PinnedMirror(rows, point, batch)
+
+
+def _spark_schema_of(arrow_schema: Any) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(pa.schema(arrow_schema))
+
+
+# ---- the source ----
+
+@dataclass
+class SourceView:
+    """A read view of the source (one transaction) and the binlog points that bracket it."""
+
+    conn: Any
+    low: BinlogOffset
+    high: BinlogOffset | None = None
+
+
+def open_view(profile: ConnectionProfile, facts: ServerFacts) -> SourceView:
+    conn = connect(profile)
+    cur = conn.cursor()
+    cur.execute("SET SESSION time_zone = '+00:00'")
+    cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    low = _binlog_end(cur, facts)
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    view = SourceView(conn, low)
+    if facts.flavor == "mariadb":  # the view's own point
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        vals = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+        view.low = view.high = BinlogOffset(vals["binlog_snapshot_file"], int(vals["binlog_snapshot_position"]))
+    cur.close()
+    return view
+
+
+def _binlog_end(cur: Any, facts: ServerFacts) -> BinlogOffset:
+    cur.execute(facts.status_sql)
+    row = cur.fetchone()
+    return BinlogOffset(str(row[0]), int(row[1]))
+
+
+def _key_columns(schema: TableSchema) -> list[ColumnInfo]:
+    by_name = {c.name: c for c in schema.columns}
+    return [by_name[k] for k in schema.primary_key]
+
+
+def source_buckets(view: SourceView, schema: TableSchema, chunks: list[Chunk], b1: bool, limit: float
+                   ) -> dict[int, tuple[int, int]]:
+    """Per bucket: (rows, sum of row hashes) of the whole table in the view, one query per chunk, at most
+    ``limit`` rows a second (0: no limit)."""
+    row = cs.source_row(list(schema.columns), b1)
+    bucket = cs.source_bucket(_key_columns(schema), b1)
+    out: dict[int, list[int]] = {}
+    cur = view.conn.cursor()
+    try:
+        for chunk in chunks:
+            started = time.monotonic()
+            where, params = chunk_where(chunk)
+            # grouped outside (only_full_group_by refuses the expression grouped by its alias)
+            cur.execute(f"SELECT b, COUNT(*), SUM(v) FROM (SELECT {bucket} AS b, "
+                        f"{cs.source_value(row)} AS v FROM {schema.table.quoted()} WHERE {where}) AS r GROUP BY b",
+                        params)
+            n = 0
+            for b, count, total in cur.fetchall():
+                acc = out.setdefault(int(b), [0, 0])
+                acc[0] += int(count)
+                acc[1] += int(total)
+                n += int(count)
+            if limit > 0:
+                time.sleep(max(0.0, n / limit - (time.monotonic() - started)))
+    finally:
+        cur.close()
+    return {b: (c, s) for b, (c, s) in out.items()}
+
+
+def source_rows(view: SourceView, schema: TableSchema, b1: bool, *, buckets: Iterable[int] = (),
+                keys: Iterable[tuple[Any, ...]] = ()) -> dict[str, tuple[str, tuple[Any, ...]]]:
+    """key text (hex) -> (row hash, key values) of the source rows in ``buckets`` or with one of ``keys``."""
+    row = cs.source_row(list(schema.columns), b1)
+    key = cs.source_key(_key_columns(schema), b1)
+    select = (f"SELECT {key}, {row}, {', '.join(ident(k) for k in schema.primary_key)} "
+              f"FROM {schema.table.quoted()} WHERE ")
+    out: dict[str, tuple[str, tuple[Any, ...]]] = {}
+    cur = view.conn.cursor()
+    try:
+        wanted = sorted(set(buckets))
+        if wanted:
+            cur.execute(select + f"{cs.source_bucket(_key_columns(schema), b1)} IN ({', '.join(map(str, wanted))})",
+                        [])
+            out.update({str(r[0]): (str(r[1]), tuple(r[2:])) for r in cur.fetchall()})
+        keys = list(keys)
+        names = ", ".join(ident(k) for k in schema.primary_key)
+        one = "(" + ", ".join(["%s"] * len(schema.primary_key)) + ")"
+        for i in range(0, len(keys), _KEYS_PER_QUERY):
+            part = keys[i:i + _KEYS_PER_QUERY]
+            cur.execute(select + f"({names}) IN ({', '.join([one] * len(part))})",
+                        [v for k in part for v in k])
+            out.update({str(r[0]): (str(r[1]), tuple(r[2:])) for r in cur.fetchall()})
+    finally:
+        cur.close()
+    return out
+
+
+def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
+                 start: BinlogOffset, end: BinlogOffset) -> set[tuple[Any, ...]]:
+    """The keys of every row image of the table that the binlog holds between ``start`` and ``end``."""
+    if end.position_key() <= start.position_key():
+        return set()
+    conv = binlog_row_converter(schema.columns, opts.tinyint1_as_boolean)
+    at = [i for i, c in enumerate(schema.columns) if c.name in schema.primary_key]
+    order = [schema.primary_key.index(schema.columns[i].name) for i in at]
+    keys: set[tuple[Any, ...]] = set()
+    target = end.position_key()
+    with claimed_id(profile, opts) as sid:
+        for r in read_row_changes(profile, sid, start, {schema.table}, flavor=facts.flavor, use_gtid=False,
+                                  done=position_window_done(end), server_version=facts.version,
+                                  allow_statement_writes=opts.allow_statement_writes,
+                                  claim=lambda: claimed_id(profile, opts)):
+            if BinlogOffset(r.file, r.pos).position_key() > target:
+                continue
+            for image in (r.before, r.after):
+                if image is not None:
+                    values = canonical_image(image, conv)
+                    key = [None] * len(at)
+                    for i, j in zip(at, order):
+                        key[j] = values[i]
+                    keys.add(tuple(key))
+    return keys
+
+
+# ---- the mirror's side ----
+
+def _register(spark: Any, flavor: str) -> None:
+    """The session function that writes a double as the server does (:func:`checksum.double_text`)."""
+    from pyspark.sql.functions import udf
+
+    def double_text(x: float | None) -> str | None:
+        return None if x is None else cs.double_text(x, flavor)
+
+    spark.udf.register(cs.DOUBLE_FUNCTION, udf(double_text, "string", useArrow=True))
+
+
+_K, _H, _B, _N, _S = (f"__mysql_cdc_{n}" for n in ("key", "row_hash", "bucket", "rows", "sum"))
+
+
+def mirror_buckets(rows: Any, schema: TableSchema, b1: bool) -> dict[int, tuple[int, int]]:
+    """Per bucket: (rows, sum of row hashes) of the mirror table, one Spark job."""
+    from pyspark.sql import functions as F
+
+    sums = (rows.selectExpr(f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}",
+                            f"{cs.mirror_row(list(schema.columns), b1)} AS {_H}")
+            .groupBy(_B).agg(F.count(F.lit(1)).alias(_N), F.expr(cs.mirror_sum(_H)).alias(_S)))
+    return {int(r[_B]): (int(r[_N]), int(r[_S])) for r in sums.collect()}
+
+
+def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, *, buckets: Iterable[int] = (),
+                keys: Iterable[tuple[Any, ...]] = ()) -> dict[str, tuple[str, tuple[Any, ...]]]:
+    """key text (hex) -> (row hash, key values) of the mirror rows in ``buckets`` or with one of ``keys`` (joined on
+    the key columns: a key's values as the mirror holds them, ``lake_types``)."""
+    from pyspark.sql import functions as F
+
+    key_names = [f"__mysql_cdc_key{i}" for i in range(len(schema.primary_key))]
+    picked = rows.selectExpr(f"{cs.mirror_key(_key_columns(schema), b1)} AS {_K}",
+                             f"{cs.mirror_row(list(schema.columns), b1)} AS {_H}",
+                             f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}",
+                             *[f"{cs._spark_ident(k)} AS {n}" for k, n in zip(schema.primary_key, key_names)])
+    out: dict[str, tuple[str, tuple[Any, ...]]] = {}
+    wanted = sorted(set(buckets))
+    if wanted:
+        for r in picked.filter(F.col(_B).isin(wanted)).select(_K, _H, *key_names).collect():
+            out[r[0]] = (r[1], tuple(r[2:]))
+    keys = list(keys)
+    if keys:
+        key_cols = sorted((c for c in schema.columns if c.name in schema.primary_key),
+                          key=lambda c: schema.primary_key.index(c.name))
+        arrow = table_arrow_schema(tuple(key_cols), b1)
+        batch = pa.RecordBatch.from_arrays([pa.array([k[i] for k in keys], f.type) for i, f in enumerate(arrow)],
+                                           schema=arrow)
+        lake = pa.Table.from_batches([to_lake(batch, fmt)])  # type: ignore[arg-type]
+        given = [f"__mysql_cdc_given{i}" for i in range(len(key_cols))]
+        lake = lake.rename_columns(given)
+        wanted_keys = spark.createDataFrame(lake, schema=_spark_schema_of(lake.schema))
+        cond = [picked[n] == wanted_keys[g] for n, g in zip(key_names, given)]
+        for r in picked.join(wanted_keys, cond, "inner").select(_K, _H, *key_names).collect():
+            out[r[0]] = (r[1], tuple(r[2:]))
+    return out
+
+
+# ---- one table ----
+
+def _compare(src: dict[int, tuple[int, int]], mir: dict[int, tuple[int, int]]) -> list[int]:
+    return sorted(b for b in set(src) | set(mir) if src.get(b, (0, 0)) != mir.get(b, (0, 0)))
+
+
+def _less(sums: dict[int, tuple[int, int]], rows: dict[str, tuple[str, tuple[Any, ...]]]
+          ) -> dict[int, tuple[int, int]]:
+    """``sums`` without ``rows`` (key hash -> row hash)."""
+    out = {b: list(v) for b, v in sums.items()}
+    for k, (h, _) in rows.items():
+        acc = out.setdefault(cs.bucket_of(k), [0, 0])
+        acc[0] -= 1
+        acc[1] -= cs.hash_value(h)
+    return {b: (c, s) for b, (c, s) in out.items() if c or s}
+
+
+def key_words(key: tuple[Any, ...]) -> str:
+    """A key as the report names it: numbers as their digits, other values as Python writes them.
+
+    >>> key_words((Decimal("7"),)), key_words((3, "b"))
+    ('7', "(3, 'b')")
+    """
+    parts = [str(v) if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) else repr(v) for v in key]
+    return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+@dataclass
+class _Round:
+    """What one comparison found, and where its time went."""
+
+    point: str
+    diff: _Diff = field(default_factory=lambda: _Diff())
+    rows: int = 0
+    chunks: int = 0
+    in_flux: int = 0
+    source_seconds: float = 0.0  # the source's checksums (one query per chunk)
+    mirror_seconds: float = 0.0  # the mirror's (one Spark job, run meanwhile)
+    flux_seconds: float = 0.0  # the keys in flux: the binlog between the two points, their rows on both sides
+
+
+@dataclass
+class _Diff:
+    missing: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    extra: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    changed: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def key_texts(self) -> set[str]:
+        return {*self.missing, *self.extra, *self.changed}
+
+    def __len__(self) -> int:
+        return len(self.missing) + len(self.extra) + len(self.changed)
+
+
+def _diff(src: dict[str, tuple[str, tuple[Any, ...]]], mir: dict[str, tuple[str, tuple[Any, ...]]],
+          skip: set[str]) -> _Diff:
+    d = _Diff()
+    for k in set(src) | set(mir):
+        if k in skip:
+            continue
+        if k not in mir:
+            d.missing[k] = src[k][1]
+        elif k not in src:
+            d.extra[k] = mir[k][1]
+        elif src[k][0] != mir[k][0]:
+            d.changed[k] = src[k][1]
+    return d
+
+
+class Verifier:
+    """Verifies one sync's mirror tables (see the module docstring)."""
+
+    def __init__(self, spark: Any, profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts,
+                 store: StateStore, checkpoint: str, *, max_rows_per_second: float = 0.0,
+                 recheck_seconds: float = 30.0, tinyint1_as_boolean: bool = False) -> None:
+        self.spark, self.profile, self.opts, self.facts = spark, profile, opts, facts
+        self.store, self.checkpoint = store, checkpoint
+        self.limit, self.recheck_seconds = max_rows_per_second, recheck_seconds
+        self.app_id = query_app_id(checkpoint)
+        self.b1 = tinyint1_as_boolean  # as the capture recorded it (capture.json)
+        _register(spark, facts.flavor)
+
+    def pin(self, table: TableId) -> PinnedMirror:
+        location = self.store.mirror(table)
+        if location is None:
+            raise VerifyError(f"the sync has not made a mirror of {str(table)!r}")
+        if location.startswith("delta.`") and location.endswith("`"):  # a folder Spark's Delta writes
+            location = location[len("delta.`"):-1].replace("``", "`")
+        elif "://" not in location and not location.startswith("/"):
+            raise VerifyError(f"the mirror of {str(table)!r} is the catalog table {location}: verify reads Delta "
+                              "tables by their folder for now (a catalog's tables: not yet)")
+        try:
+            return pin_delta_rs(self.spark, location, self.app_id, self.checkpoint, table)
+        except MysqlCdcError:
+            raise
+        except Exception as e:  # delta-rs: no table there, or one it cannot read
+            raise VerifyError(f"the mirror of {str(table)!r} at {location!r} cannot be read as a Delta table: "
+                              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+
+    def check(self, schema: TableSchema) -> TableCheck:
+        started = time.monotonic()
+        name = str(schema.table)
+        try:
+            return self._check(schema, started)
+        except MysqlCdcError as e:
+            return TableCheck(name, not_checked=str(e), seconds=time.monotonic() - started)
+
+    def _round(self, schema: TableSchema, keys: set[str] | None) -> _Round:
+        """One comparison, of the whole table (``keys`` None) or of ``keys`` only (key texts as hex: compared
+        by their buckets' rows, so that no key value has to travel from one side to the other)."""
+        mirror = self.pin(schema.table)
+        out = _Round(point=f"{mirror.point.file}:{mirror.point.pos}")
+        view = open_view(self.profile, self.facts)
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            mir_future = None
+            if keys is None:  # the mirror's Spark job runs while the server sums the source
+                def mirror_side() -> dict[int, tuple[int, int]]:
+                    t0 = time.monotonic()
+                    try:
+                        return mirror_buckets(mirror.rows, schema, self.b1)
+                    finally:
+                        out.mirror_seconds += time.monotonic() - t0
+                mir_future = pool.submit(mirror_side)
+                t0 = time.monotonic()
+                chunks = self.store.plan(schema.table) or [Chunk(schema.table, 0, schema.chunk_key, None, None)]
+                src = source_buckets(view, schema, chunks, self.b1, self.limit)
+                out.source_seconds += time.monotonic() - t0
+                out.chunks = len(chunks)
+            t0 = time.monotonic()
+            if view.high is None:
+                cur = view.conn.cursor()
+                view.high = _binlog_end(cur, self.facts)
+                cur.close()
+            start = min(mirror.point, view.low, key=lambda o: o.position_key())
+            end = max(mirror.point, view.high, key=lambda o: o.position_key())
+            flux = keys_changed(self.profile, self.opts, self.facts, schema, start, end)
+            src_flux = source_rows(view, schema, self.b1, keys=flux)
+            mir_flux = mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", keys=flux)
+            skip = set(src_flux) | set(mir_flux)
+            out.in_flux = len(flux)
+            out.flux_seconds += time.monotonic() - t0
+            if keys is not None:
+                buckets = {cs.bucket_of(k) for k in keys}
+                src_rows = source_rows(view, schema, self.b1, buckets=buckets)
+                mir_rows = mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", buckets=buckets)
+                out.diff = _diff({k: v for k, v in src_rows.items() if k in keys},
+                                 {k: v for k, v in mir_rows.items() if k in keys}, skip)
+                out.rows = len(src_rows)
+                return out
+            assert mir_future is not None
+            mir = mir_future.result()
+            src_less, mir_less = _less(src, src_flux), _less(mir, mir_flux)
+            differ = _compare(src_less, mir_less)
+            if differ:
+                out.diff = _diff(source_rows(view, schema, self.b1, buckets=differ),
+                                 mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", buckets=differ),
+                                 skip)
+            out.rows = sum(c for c, _ in src_less.values())
+            return out
+        finally:
+            pool.shutdown(wait=True)
+            with contextlib.suppress(Exception):
+                view.conn.rollback()
+            view.conn.close()
+
+    def _check(self, schema: TableSchema, started: float) -> TableCheck:
+        first = self._round(schema, None)
+        d = first.diff
+        flux = first.in_flux
+        if len(d) and self.recheck_seconds > 0:
+            # a key the sync had not applied yet agrees later: compare the differing keys once more
+            deadline = time.monotonic() + self.recheck_seconds
+            seen = committed_batches(self.checkpoint)
+            while time.monotonic() < deadline and committed_batches(self.checkpoint) <= seen:
+                time.sleep(0.2)
+            d = self._round(schema, d.key_texts()).diff
+        words = [tuple(sorted(map(key_words, part.values()))[:_SHOWN]) for part in (d.missing, d.extra, d.changed)]
+        return TableCheck(str(schema.table), rows=first.rows, chunks=first.chunks, in_flux=flux, missing=words[0],
+                          extra=words[1], changed=words[2], differing=len(d), point=first.point,
+                          seconds=time.monotonic() - started, source_seconds=first.source_seconds,
+                          mirror_seconds=first.mirror_seconds)
+
+
+def verify_tables(verifier: Verifier, schemas: list[TableSchema]) -> VerifyReport:
+    started = time.monotonic()
+    checks = []
+    for s in schemas:
+        c = verifier.check(s)
+        _log.info("%s", c)
+        checks.append(c)
+    return VerifyReport(tuple(checks), time.monotonic() - started)
