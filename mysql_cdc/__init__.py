@@ -194,11 +194,11 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
            profiles: Any = None, max_rows_per_second: float = 0.0, recheck_seconds: float = 30.0,
            **options: Any) -> Any:
     """Compare every table a sync mirrors (or those whose ``db.table`` matches one of the comma-separated regular
-    expressions ``tables``) with its source, by checksums of key ranges at one binlog point, while the sync runs
-    or not: a :class:`~mysql_cdc.udtf.sync.verify.VerifyReport` (``.ok``, ``.lines()``, ``.to_dict()``). The
-    source is read in one read view, chunk by chunk (at most ``max_rows_per_second``; 0: as fast as it goes), no
-    row leaves it unless it differs; the mirror is read by Spark. ``checkpoint`` and ``state_dir`` are the
-    sync's. See :mod:`mysql_cdc.udtf.sync.verify`."""
+    expressions ``tables``) with its source, chunk by chunk, by checksums of buckets of keys at one binlog point,
+    while the sync runs or not: a :class:`~mysql_cdc.udtf.sync.verify.VerifyReport` (``.ok``, ``.lines()``,
+    ``.to_dict()``). The source is read in one read view, chunk by chunk (at most ``max_rows_per_second``; 0: as
+    fast as it goes); only the keys and row hashes of buckets that differ and of keys in flux leave it; the mirror
+    is read by Spark. ``checkpoint`` and ``state_dir`` are the sync's. See :mod:`mysql_cdc.udtf.sync.verify`."""
     import re
     import time
 
@@ -217,6 +217,8 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     check_pyspark(str(spark.version) if _is_connect(spark) else None)
     if max_rows_per_second < 0:
         raise ConfigError(f"max_rows_per_second must be 0 (no limit) or more, not {max_rows_per_second!r}")
+    if recheck_seconds < 0:
+        raise ConfigError(f"recheck_seconds must be 0 (no second look) or more, not {recheck_seconds!r}")
     store = StateStore(state_dir)
     if not store.exists():
         raise StateError(f"no capture is recorded under state_dir {state_dir!r}: give the sync's --state-dir")

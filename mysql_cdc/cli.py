@@ -740,7 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
     _stream_arguments(y, "4", "200000", "64 MiB")
     y.set_defaults(fn=cmd_sync, table=None, chunk_key=None)
-    v = sub.add_parser("verify", help="compare a sync's mirror with its source by checksums of key ranges, at one "
+    v = sub.add_parser("verify", help="compare a sync's mirror with its source by checksums of its chunks, at one "
                        "binlog point, while the sync runs or not (exit code 3: a table differs)")
     v.add_argument("--source", required=True, help=src)
     v.add_argument("--checkpoint", required=True, help="the sync's Spark checkpoint location")

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -87,13 +88,22 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     cur.execute(f"CREATE TABLE tv (id BIGINT UNSIGNED PRIMARY KEY, {', '.join(f'`{n}` {t}' for n, t in COLUMNS)})")
     # every type's extreme values (ROWS), then one row per column whose value in that column will be damaged
     insert_rows(root, "tv", ["id", *NAMES], [*ROWS, *[(100 + i, *ROWS[0][1:]) for i in range(len(COLUMNS))]])
+    insert_rows(root, "tv", ["id", *NAMES], [(50, *ROWS[2][1:])])  # BIT(1) 0: to be made NULL
     cur.execute("CREATE TABLE k2 (a INT, b VARCHAR(8) COLLATE utf8mb4_general_ci, f DOUBLE, PRIMARY KEY (a, b))")
     cur.executemany("INSERT INTO k2 VALUES (%s, %s, %s)", [(i % 7, f"K{i}", i / 7) for i in range(3000)])
+    # a name with a %, ZEROFILL columns (the server pads their text, the capture does not)
+    cur.execute("CREATE TABLE `z%s` (id INT PRIMARY KEY, z INT(5) ZEROFILL, d DECIMAL(8,2) ZEROFILL, "
+                "u BIGINT UNSIGNED ZEROFILL)")
+    cur.executemany("INSERT INTO `z%%s` VALUES (%s, %s, %s, %s)", [(1, 42, "3.50", 7), (2, None, "0.00", 2**64 - 1)])
     args = _sync(classic_spark, tmp_path, db, profile, chunk_size=500)
-    clean = _verify(classic_spark, args)
+    classic_spark.conf.set("spark.sql.ansi.enabled", "false")  # a session's setting changes no text of ours
+    try:
+        clean = _verify(classic_spark, args)
+    finally:
+        classic_spark.conf.unset("spark.sql.ansi.enabled")
     assert clean.ok, clean.lines()
     by = _by_table(clean)
-    assert (by["tv"].rows, by["k2"].rows) == (len(ROWS) + len(COLUMNS), 3000)
+    assert (by["tv"].rows, by["k2"].rows, by["`z%s`"].rows) == (len(ROWS) + len(COLUMNS) + 1, 3000, 2)
     assert by["k2"].chunks >= 6 and by["k2"].in_flux == 0 and ":" in by["k2"].point
     # the damage, written into the mirrors as another writer would (no batch of the sync's)
     path = table_path(args["to"], TableId(db, "tv"))
@@ -105,14 +115,20 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     del rows[2]  # a row missing
     rows[999] = dict(rows[3], id=Decimal(999))  # a row too many
     rows[998] = dict(rows.pop(1), id=Decimal(998))  # a key changed
+    assert rows[50]["b1"] is False
+    rows[50]["b1"] = None  # a NULL where the source has 0
     deltalake.write_deltalake(path, pa.Table.from_pylist(list(rows.values()), schema=have.schema), mode="overwrite")
     k2 = table_path(args["to"], TableId(db, "k2"))
     deltalake.DeltaTable(k2).update({"f": "f + 1e-12"}, predicate="a = 3 AND b = 'K10'")
+    k2_rows = deltalake.DeltaTable(k2).to_pyarrow_table()
+    once = k2_rows.filter(pc.equal(k2_rows["b"], "K12"))
+    deltalake.write_deltalake(k2, once, mode="append")  # a key twice
     found = _by_table(_verify(classic_spark, args, recheck_seconds=0))
-    assert sorted(found["tv"].changed, key=int) == [str(100 + i) for i in range(len(COLUMNS))]
+    assert sorted(found["tv"].changed, key=int) == ["50", *(str(100 + i) for i in range(len(COLUMNS)))]
     assert (found["tv"].missing, found["tv"].extra) == (("1", "2"), ("998", "999"))
-    assert found["tv"].differing == len(COLUMNS) + 4
+    assert found["tv"].differing == len(COLUMNS) + 5 and found["`z%s`"].ok
     assert (found["k2"].changed, found["k2"].missing, found["k2"].extra) == (("(3, 'K10')",), (), ())
+    assert found["k2"].twice == ("(5, 'K12')",) and found["k2"].differing == 2
     # the command: one line per table and in all, exit code 3 when a table differs
     env = _repo_env(True)
     env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)

@@ -47,7 +47,7 @@ from mysql_cdc.ids import ident
 from mysql_cdc.schema import ColumnInfo
 from mysql_cdc.types import GEO_TYPES, spark_type
 
-NULL_TEXT = "~"
+NULL_TEXT = "~"  # X'7E' in Spark's binary join
 # values short enough to enter a row's text as they are, after their length in bytes and ":" (a length makes the
 # joined text unambiguous); longer types (TEXT, BLOB, JSON, geometry) enter as their SHA-256, so that a row's
 # text stays within the server's max_allowed_packet
@@ -127,8 +127,8 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     """The source server's SQL for one column's canonical text (NULL for NULL).
 
     >>> c = ColumnInfo("price", "decimal", "decimal(10,2)", True, numeric_precision=10, numeric_scale=2)
-    >>> source_text(c)
-    'CAST(`price` AS CHAR)'
+    >>> source_text(c)  # + 0: a ZEROFILL column's text has no padding then
+    'CAST(`price` + 0 AS CHAR)'
     >>> source_text(ColumnInfo("at", "timestamp", "timestamp(3)", True))
     'CAST(NULLIF(UNIX_TIMESTAMP(`at`) * 1000000, 0) AS SIGNED)'
     """
@@ -136,7 +136,7 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     st = spark_type(col, tinyint1_as_boolean)
     zero_date = f"MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0"
     if st == "BOOLEAN":
-        return f"IF({c} <> 0, '1', '0')"
+        return f"CASE WHEN {c} <> 0 THEN '1' WHEN {c} = 0 THEN '0' END"
     if t == "year":
         return f"CAST({c} + 0 AS CHAR)"
     if t in ("float", "double", "real"):
@@ -153,6 +153,8 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     if t == "time":
         return (f"CAST(IF({c} < TIME'00:00:00', -1, 1) * (((HOUR({c}) * 60 + MINUTE({c})) * 60 + SECOND({c}))"
                 f" * 1000000 + MICROSECOND({c})) AS CHAR)")
+    if col.is_integral or t in ("decimal", "numeric"):  # + 0: a ZEROFILL column's text has no padding
+        return f"CAST({c} + 0 AS CHAR)"
     if t in GEO_TYPES:  # the stored bytes less the SRID: the WKB the capture reads (x first, whatever the SRS)
         return f"SHA2(SUBSTRING(CAST({c} AS BINARY), 5), 256)"
     if _text(col) and t not in ("decimal", "numeric"):
@@ -173,8 +175,8 @@ def source_row(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str
     """The source server's SQL for the hash of a row of ``cols`` (64 hex digits).
 
     >>> source_row([ColumnInfo("id", "int", "int", False), ColumnInfo("n", "varchar", "varchar(9)", True, "utf8mb4")])
-    "SHA2(CONCAT_WS('|', COALESCE(CAST(`id` AS CHAR), '~'), COALESCE(CONCAT(LENGTH(CONVERT(`n` USING utf8mb4)), ':', \
-CONVERT(`n` USING utf8mb4)), '~')), 256)"
+    "SHA2(CONCAT_WS('|', COALESCE(CAST(`id` + 0 AS CHAR), '~'), COALESCE(CONCAT(LENGTH(CONVERT(`n` USING utf8mb4)), \
+':', CONVERT(`n` USING utf8mb4)), '~')), 256)"
     """
     return f"SHA2({_source_join(cols, tinyint1_as_boolean)}, 256)"
 
@@ -213,7 +215,7 @@ def mirror_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     c, t = _spark_ident(col.name), col.data_type
     st = spark_type(col, tinyint1_as_boolean)
     if st == "BOOLEAN":
-        return f"IF({c}, '1', '0')"
+        return f"CASE WHEN {c} THEN '1' WHEN NOT {c} THEN '0' END"
     if t in ("float", "double", "real"):
         return f"{DOUBLE_FUNCTION}(CAST({c} AS DOUBLE))"
     if t == "bit":
@@ -226,12 +228,18 @@ def mirror_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     if _text(col) and t not in ("decimal", "numeric"):
         return f"concat(CAST(octet_length({c}) AS STRING), ':', {c})" if t in SHORT_TYPES \
             else f"sha2(CAST({c} AS BINARY), 256)"
+    scale = 0 if t == "bigint" else col.numeric_scale or 0  # BIGINT UNSIGNED is DECIMAL(20,0)
+    if st.startswith("DECIMAL") and scale > 6:
+        # its digits at its scale, never an exponent: with ANSI off, Spark's cast writes a value under 10^-6 (0 too)
+        # as Java's BigDecimal does, 0E-10; format_number is exact but slow, so it takes those alone
+        return (f"CASE WHEN CAST({c} AS STRING) LIKE '%E%' THEN regexp_replace(format_number({c}, {scale}), ',', '') "
+                f"ELSE CAST({c} AS STRING) END")
     return f"CAST({c} AS STRING)"
 
 
 def _mirror_join(cols: list[ColumnInfo], b1: bool) -> str:
     """The columns' texts joined as bytes (a short binary value is its bytes, a string its UTF-8)."""
-    texts = ", X'7C', ".join(f"CAST(COALESCE({mirror_text(c, b1)}, '{NULL_TEXT}') AS BINARY)" for c in cols)
+    texts = ", X'7C', ".join(f"COALESCE(CAST({mirror_text(c, b1)} AS BINARY), X'7E')" for c in cols)
     return f"concat({texts})"
 
 

@@ -37,7 +37,7 @@ import pyarrow as pa
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import MysqlCdcError, StateError
-from mysql_cdc.ids import TableId, ident
+from mysql_cdc.ids import TableId, ident, table_ident
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
@@ -56,6 +56,7 @@ _log = logging.getLogger("mysql_cdc.verify")
 _KEYS_PER_QUERY = 500
 _PLAIN_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}  # change nothing of a Parquet file's read
 _SHOWN = 20  # differing keys named per table and kind
+_NARROWED = 64  # differing buckets narrowed down to their keys per table (each is read from both sides)
 
 
 class VerifyError(MysqlCdcError):
@@ -73,7 +74,9 @@ class TableCheck:
     missing: tuple[str, ...] = ()  # keys in the source, not in the mirror
     extra: tuple[str, ...] = ()  # keys in the mirror, not in the source
     changed: tuple[str, ...] = ()  # keys whose row differs
+    twice: tuple[str, ...] = ()  # keys the mirror holds more than once
     differing: int = 0  # how many keys differ (the tuples above name at most _SHOWN each)
+    buckets: int = 0  # buckets of keys that differ, not narrowed down to keys
     not_checked: str = ""  # why the table was not compared
     point: str = ""  # the mirror's binlog point
     seconds: float = 0.0
@@ -82,12 +85,13 @@ class TableCheck:
 
     @property
     def ok(self) -> bool:
-        return not self.differing and not self.not_checked
+        return not self.differing and not self.buckets and not self.not_checked
 
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "rows": self.rows, "chunks": self.chunks, "in_flux": self.in_flux,
                 "missing": list(self.missing), "extra": list(self.extra), "changed": list(self.changed),
-                "differing": self.differing, "not_checked": self.not_checked, "point": self.point,
+                "twice": list(self.twice), "differing": self.differing, "buckets": self.buckets,
+                "not_checked": self.not_checked, "point": self.point,
                 "seconds": round(self.seconds, 3), "source_seconds": round(self.source_seconds, 3),
                 "mirror_seconds": round(self.mirror_seconds, 3)}
 
@@ -116,11 +120,14 @@ class VerifyReport:
                     f"{t.point}, {t.in_flux} keys in flux left out, {t.seconds:.1f} s")
             out.append(head)
             for kind, keys in (("missing from the mirror", t.missing), ("extra in the mirror", t.extra),
-                               ("different in the mirror", t.changed)):
+                               ("different in the mirror", t.changed), ("more than once in the mirror", t.twice)):
                 if keys:
                     out.append(f"  {kind}: {', '.join(keys)}")
-            if t.differing > len(t.missing) + len(t.extra) + len(t.changed):
+            if t.differing > len(t.missing) + len(t.extra) + len(t.changed) + len(t.twice):
                 out.append(f"  ({t.differing} keys differ in all)")
+            if t.buckets:
+                out.append(f"  and {t.buckets} more of the table's {cs.BUCKETS} buckets of keys differ, not narrowed "
+                           "down to keys (verify the table again once these are mended)")
         checked = [t for t in self.tables if not t.not_checked]
         out.append(f"verify: {len(checked)} of {len(self.tables)} tables checked, "
                    f"{sum(t.rows for t in checked):,} rows, "
@@ -247,7 +254,7 @@ def source_buckets(view: SourceView, schema: TableSchema, chunks: list[Chunk], b
             where, params = chunk_where(chunk)
             # grouped outside (only_full_group_by refuses the expression grouped by its alias)
             cur.execute(f"SELECT b, COUNT(*), SUM(v) FROM (SELECT {bucket} AS b, "
-                        f"{cs.source_value(row)} AS v FROM {schema.table.quoted()} WHERE {where}) AS r GROUP BY b",
+                        f"{cs.source_value(row)} AS v FROM {table_ident(schema.table)} WHERE {where}) AS r GROUP BY b",
                         params)
             n = 0
             for b, count, total in cur.fetchall():
@@ -268,7 +275,7 @@ def source_rows(view: SourceView, schema: TableSchema, b1: bool, *, buckets: Ite
     row = cs.source_row(list(schema.columns), b1)
     key = cs.source_key(_key_columns(schema), b1)
     select = (f"SELECT {key}, {row}, {', '.join(ident(k) for k in schema.primary_key)} "
-              f"FROM {schema.table.quoted()} WHERE ")
+              f"FROM {table_ident(schema.table)} WHERE ")
     out: dict[str, tuple[str, tuple[Any, ...]]] = {}
     cur = view.conn.cursor()
     try:
@@ -291,11 +298,11 @@ def source_rows(view: SourceView, schema: TableSchema, b1: bool, *, buckets: Ite
 
 
 def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
-                 start: BinlogOffset, end: BinlogOffset) -> set[tuple[Any, ...]]:
+                 start: BinlogOffset, end: BinlogOffset, b1: bool) -> set[tuple[Any, ...]]:
     """The keys of every row image of the table that the binlog holds between ``start`` and ``end``."""
     if end.position_key() <= start.position_key():
         return set()
-    conv = binlog_row_converter(schema.columns, opts.tinyint1_as_boolean)
+    conv = binlog_row_converter(schema.columns, b1)  # the capture's types: as the mirror holds the keys
     at = [i for i, c in enumerate(schema.columns) if c.name in schema.primary_key]
     order = [schema.primary_key.index(schema.columns[i].name) for i in at]
     keys: set[tuple[Any, ...]] = set()
@@ -343,9 +350,11 @@ def mirror_buckets(rows: Any, schema: TableSchema, b1: bool) -> dict[int, tuple[
 
 
 def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, *, buckets: Iterable[int] = (),
-                keys: Iterable[tuple[Any, ...]] = ()) -> dict[str, tuple[str, tuple[Any, ...]]]:
+                keys: Iterable[tuple[Any, ...]] = (), twice: dict[str, tuple[Any, ...]] | None = None
+                ) -> dict[str, tuple[str, tuple[Any, ...]]]:
     """key text (hex) -> (row hash, key values) of the mirror rows in ``buckets`` or with one of ``keys`` (joined on
-    the key columns: a key's values as the mirror holds them, ``lake_types``)."""
+    the key columns: a key's values as the mirror holds them, ``lake_types``); a key the mirror holds more than
+    once goes into ``twice``."""
     from pyspark.sql import functions as F
 
     key_names = [f"__mysql_cdc_key{i}" for i in range(len(schema.primary_key))]
@@ -357,6 +366,8 @@ def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, 
     wanted = sorted(set(buckets))
     if wanted:
         for r in picked.filter(F.col(_B).isin(wanted)).select(_K, _H, *key_names).collect():
+            if r[0] in out and twice is not None:
+                twice[r[0]] = tuple(r[2:])
             out[r[0]] = (r[1], tuple(r[2:]))
     keys = list(keys)
     if keys:
@@ -421,12 +432,14 @@ class _Diff:
     missing: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     extra: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     changed: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    twice: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # keys the mirror holds more than once
+    buckets: int = 0  # buckets that differ but were not narrowed down (past _NARROWED, or no key to name)
 
     def key_texts(self) -> set[str]:
-        return {*self.missing, *self.extra, *self.changed}
+        return {*self.missing, *self.extra, *self.changed, *self.twice}
 
     def __len__(self) -> int:
-        return len(self.missing) + len(self.extra) + len(self.changed)
+        return len(self.missing) + len(self.extra) + len(self.changed) + len(self.twice)
 
 
 def _diff(src: dict[str, tuple[str, tuple[Any, ...]]], mir: dict[str, tuple[str, tuple[Any, ...]]],
@@ -481,6 +494,12 @@ class Verifier:
             return self._check(schema, started)
         except MysqlCdcError as e:
             return TableCheck(name, not_checked=str(e), seconds=time.monotonic() - started)
+        except Exception as e:  # the server's or Spark's: the table is not checked, the others go on
+            _log.debug("verify of %s failed", name, exc_info=True)
+            java = getattr(e, "java_exception", None)  # py4j's: its first line names only the call
+            first = (str(java if java is not None else e).strip().splitlines() or [""])[0][:300]
+            return TableCheck(name, not_checked=f"{type(e).__name__}: {first} (verify the table again)",
+                              seconds=time.monotonic() - started)
 
     def _round(self, schema: TableSchema, keys: set[str] | None) -> _Round:
         """One comparison, of the whole table (``keys`` None) or of ``keys`` only (key texts as hex: compared
@@ -511,7 +530,7 @@ class Verifier:
                 cur.close()
             start = min(mirror.point, view.low, key=lambda o: o.position_key())
             end = max(mirror.point, view.high, key=lambda o: o.position_key())
-            flux = keys_changed(self.profile, self.opts, self.facts, schema, start, end)
+            flux = keys_changed(self.profile, self.opts, self.facts, schema, start, end, self.b1)
             src_flux = source_rows(view, schema, self.b1, keys=flux)
             mir_flux = mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", keys=flux)
             skip = set(src_flux) | set(mir_flux)
@@ -530,9 +549,14 @@ class Verifier:
             src_less, mir_less = _less(src, src_flux), _less(mir, mir_flux)
             differ = _compare(src_less, mir_less)
             if differ:
-                out.diff = _diff(source_rows(view, schema, self.b1, buckets=differ),
-                                 mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", buckets=differ),
-                                 skip)
+                narrowed, twice = differ[:_NARROWED], dict[str, tuple[Any, ...]]()
+                out.diff = _diff(source_rows(view, schema, self.b1, buckets=narrowed),
+                                 mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", buckets=narrowed,
+                                             twice=twice), skip)
+                out.diff.twice = {k: v for k, v in twice.items() if k not in skip}
+                out.diff.buckets = len(differ) - len(narrowed)
+                if not len(out.diff):  # the sums differ, and no key says why: never reported as agreeing
+                    out.diff.buckets = len(differ)
             out.rows = sum(c for c, _ in src_less.values())
             return out
         finally:
@@ -552,9 +576,11 @@ class Verifier:
             while time.monotonic() < deadline and committed_batches(self.checkpoint) <= seen:
                 time.sleep(0.2)
             d = self._round(schema, d.key_texts()).diff
-        words = [tuple(sorted(map(key_words, part.values()))[:_SHOWN]) for part in (d.missing, d.extra, d.changed)]
+        words = [tuple(sorted(map(key_words, part.values()))[:_SHOWN])
+                 for part in (d.missing, d.extra, d.changed, d.twice)]
         return TableCheck(str(schema.table), rows=first.rows, chunks=first.chunks, in_flux=flux, missing=words[0],
-                          extra=words[1], changed=words[2], differing=len(d), point=first.point,
+                          extra=words[1], changed=words[2], twice=words[3], differing=len(d),
+                          buckets=first.diff.buckets, point=first.point,
                           seconds=time.monotonic() - started, source_seconds=first.source_seconds,
                           mirror_seconds=first.mirror_seconds)
 
