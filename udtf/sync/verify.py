@@ -583,13 +583,3 @@ class Verifier:
                           buckets=first.diff.buckets, point=first.point,
                           seconds=time.monotonic() - started, source_seconds=first.source_seconds,
                           mirror_seconds=first.mirror_seconds)
-
-
-def verify_tables(verifier: Verifier, schemas: list[TableSchema]) -> VerifyReport:
-    started = time.monotonic()
-    checks = []
-    for s in schemas:
-        c = verifier.check(s)
-        _log.info("%s", c)
-        checks.append(c)
-    return VerifyReport(tuple(checks), time.monotonic() - started)
