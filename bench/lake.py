@@ -28,7 +28,7 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.run import PeakRss, bench_parser, bench_server, load_orders, write_result  # noqa: E402
+from bench.run import PeakRss, bench_parser, on_each_server  # noqa: E402
 from tests.servers import ServerInfo  # noqa: E402
 
 JAR = "/usr/share/java/mariadb-java-client.jar"
@@ -41,13 +41,7 @@ def main() -> None:
     ap.add_argument("--formats", default="delta,iceberg", help="formats to sync into, comma-separated")
     ap.add_argument("--parallelism", type=int, default=2)
     args = ap.parse_args()
-    kinds = ["mariadb", "mysql"] if args.server == "both" else [args.server]
-    sections = []
-    for kind in kinds:
-        with bench_server(kind) as (info, work):
-            n = load_orders(info, args.scale, work)
-            sections.append(run(info, n, args, work))
-    write_result(f"lake-{args.server}-sf{args.scale:g}", "\n\n".join(sections))
+    on_each_server(args, "lake", run)
 
 
 def session(args: Any, work: str) -> Any:

@@ -132,6 +132,18 @@ def bench_server(kind: str) -> Iterator[tuple[ServerInfo, str]]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def on_each_server(args: Any, name: str, run: Callable[[ServerInfo, int, Any, str], str]) -> None:
+    """``run(info, rows, args, work)`` on a throwaway server of each kind ``--server`` names, TPC-H orders loaded
+    at ``--scale``; its sections written together as ``bench/results/<name>-<server>-sf<scale>.md``."""
+    kinds = ["mariadb", "mysql"] if args.server == "both" else [args.server]
+    sections = []
+    for kind in kinds:
+        with bench_server(kind) as (info, work):
+            n = load_orders(info, args.scale, work)
+            sections.append(run(info, n, args, work))
+    write_result(f"{name}-{args.server}-sf{args.scale:g}", "\n\n".join(sections))
+
+
 def write_result(name: str, text: str) -> None:
     """Print a result table and write it to bench/results/<name>.md."""
     print(text)

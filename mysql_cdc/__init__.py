@@ -211,8 +211,8 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     from mysql_cdc.state.store import StateStore, capture_options
     from mysql_cdc.udtf.spark.compat import check_pyspark
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
-    from mysql_cdc.udtf.sync.job import captured_schemas
-    from mysql_cdc.udtf.sync.verify import TableCheck, Verifier, VerifyReport, batch_end, committed_batches
+    from mysql_cdc.udtf.sync.job import batch_end, captured_schemas, committed_batches
+    from mysql_cdc.udtf.sync.verify import TableCheck, Verifier, VerifyReport
 
     check_pyspark(str(spark.version) if _is_connect(spark) else None)
     if max_rows_per_second < 0:

@@ -298,13 +298,13 @@ def _position(progress: dict[str, Any] | None) -> str:
 
 def _committed_position(checkpoint: str) -> str:
     """Where the last batch a checkpoint (local or on a store) committed ended, in words."""
-    from mysql_cdc.state.storage import list_names, read_text
-    from mysql_cdc.udtf.spark.compat import progress_offset
+    from mysql_cdc.udtf.sync.job import batch_end, committed_batches
 
-    done = sorted(int(n) for n in list_names(checkpoint, "commits") if n.isdigit())
-    text = read_text(checkpoint, "offsets", str(done[-1])) if done else None
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return _offset_words(progress_offset(lines[-1]) if len(lines) > 2 else {})
+    done = committed_batches(checkpoint)
+    try:
+        return _offset_words(batch_end(checkpoint, done) if done >= 0 else {})
+    except StateError:  # no offset logged for it: said as no batch
+        return _offset_words({})
 
 
 def _offset_words(end: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo
 from mysql_cdc.udtf.sync import checksum as cs
 from mysql_cdc.udtf.sync import verify as verify_mod
+from mysql_cdc.udtf.sync.job import batch_end, committed_batches
 from mysql_cdc.udtf.sync.mirror import table_path
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import insert_rows, profile_url
@@ -71,8 +72,8 @@ def _verify(spark: Any, args: dict[str, Any], **kw: Any) -> Any:
 
 
 def _committed_phase(checkpoint: str) -> str | None:
-    done = verify_mod.committed_batches(checkpoint)
-    return verify_mod.batch_end(checkpoint, done).get("phase") if done >= 0 else None
+    done = committed_batches(checkpoint)
+    return batch_end(checkpoint, done).get("phase") if done >= 0 else None
 
 
 def _by_table(report: Any) -> dict[str, Any]:

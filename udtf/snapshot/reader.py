@@ -137,6 +137,16 @@ def unsafe_snapshot_low(conn: Any, pos: BinlogOffset) -> BinlogOffset | None:
         cur.close()
 
 
+def snapshot_position(conn: Any) -> BinlogOffset:
+    """MariaDB: the binlog point of ``conn``'s read view (opened by ``START TRANSACTION WITH CONSISTENT
+    SNAPSHOT``), a watermark of kind ``snapshot``."""
+    cur = conn.cursor()
+    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+    vals = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+    cur.close()
+    return BinlogOffset(vals["binlog_snapshot_file"], int(vals["binlog_snapshot_position"]), None, "snapshot")
+
+
 @dataclass
 class ChunkRead:
     """The result of reading one chunk: its watermarks and its corrected rows as Arrow record batches in the
@@ -204,11 +214,7 @@ class SnapshotReader:
             conn.close()
 
     def _snapshot_position(self, conn: Any) -> BinlogOffset:
-        cur = conn.cursor()
-        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-        vals = {str(k).lower(): str(v) for k, v in cur.fetchall()}
-        cur.close()
-        return BinlogOffset(vals["binlog_snapshot_file"], int(vals["binlog_snapshot_position"]), None, "snapshot")
+        return snapshot_position(conn)
 
     # -- reading --
     def read(self, chunk: Chunk, as_of: BinlogOffset | None = None) -> ChunkRead:

@@ -16,6 +16,7 @@ applied twice to any table and a half-applied batch is completed.
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import time
@@ -42,7 +43,7 @@ from mysql_cdc.rows import (
     VALUES_COLUMN,
 )
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.state.storage import read_text
+from mysql_cdc.state.storage import list_names, read_text
 from mysql_cdc.state.store import StateStore, capture_options, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.sync.last_image import appends
@@ -81,6 +82,28 @@ class BatchStats:
             self.skipped.append(str(table))
         if last is not None:
             self.last_commit = max(self.last_commit or 0.0, last.timestamp())
+
+
+def committed_batches(checkpoint: str) -> int:
+    """The last batch a sync's checkpoint committed (-1: none)."""
+    done = [int(n) for n in list_names(checkpoint, "commits") if n.isdigit()]
+    return max(done, default=-1)
+
+
+def batch_end(checkpoint: str, batch: int) -> dict[str, Any]:
+    """Where batch ``batch`` of a sync's stream ended: the source's offset Spark logged for it (JSON, or on Spark
+    4.0 the dict's Python text)."""
+    text = read_text(checkpoint, "offsets", str(batch))
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if len(lines) < 3:
+        raise StateError(f"the checkpoint {checkpoint!r} has no offset of batch {batch}: is it this sync's?")
+    try:
+        end = json.loads(lines[-1])
+    except ValueError:
+        end = ast.literal_eval(lines[-1])
+    if not isinstance(end, dict):
+        raise StateError(f"the checkpoint {checkpoint!r} logged an offset of batch {batch} not ours: {lines[-1]!r}")
+    return end
 
 
 def query_app_id(checkpoint: str) -> str:

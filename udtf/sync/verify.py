@@ -36,20 +36,21 @@ import pyarrow as pa
 
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect
-from mysql_cdc.errors import MysqlCdcError, StateError
+from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.ids import TableId, ident, table_ident
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.sql import chunk_where
-from mysql_cdc.state.storage import list_names, read_text
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.binlog.server_ids import claimed_id
+from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
-from mysql_cdc.udtf.convert import binlog_row_converter, table_arrow_schema
+from mysql_cdc.udtf.convert import binlog_row_converter, columns_to_batch, table_arrow_schema
+from mysql_cdc.udtf.snapshot.reader import snapshot_position
 from mysql_cdc.udtf.sync import checksum as cs
-from mysql_cdc.udtf.sync.job import query_app_id
+from mysql_cdc.udtf.sync.job import batch_end, committed_batches, query_app_id
 from mysql_cdc.udtf.sync.lake_types import to_lake
 
 _log = logging.getLogger("mysql_cdc.verify")
@@ -137,28 +138,6 @@ class VerifyReport:
 
 # ---- where the mirror stands ----
 
-def committed_batches(checkpoint: str) -> int:
-    """The last batch the sync's checkpoint committed (-1: none)."""
-    done = [int(n) for n in list_names(checkpoint, "commits") if n.isdigit()]
-    return max(done, default=-1)
-
-
-def batch_end(checkpoint: str, batch: int) -> dict[str, Any]:
-    """Where batch ``batch`` of the sync's stream ended: the offset Spark logged for it (the source's, our JSON)."""
-    import json
-
-    text = read_text(checkpoint, "offsets", str(batch))
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    if len(lines) < 3:
-        raise StateError(f"the checkpoint {checkpoint!r} has no offset of batch {batch}: is it this sync's?")
-    end = json.loads(lines[-1])
-    if isinstance(end, str):  # a Spark that logs the source's offset as a JSON string of JSON
-        end = json.loads(end)
-    if not isinstance(end, dict):
-        raise StateError(f"the checkpoint {checkpoint!r} logged an offset of batch {batch} not ours: {lines[-1]!r}")
-    return end
-
-
 @dataclass(frozen=True)
 class PinnedMirror:
     """A mirror table at one version: its rows (a Spark DataFrame) and the binlog point they equal."""
@@ -218,26 +197,17 @@ def open_view(profile: ConnectionProfile, facts: ServerFacts) -> SourceView:
     cur = conn.cursor()
     cur.execute("SET SESSION time_zone = '+00:00'")
     cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    low = _binlog_end(cur, facts)
+    low = server_end(profile, facts, conn)
     cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    cur.close()
     view = SourceView(conn, low)
     if facts.flavor == "mariadb":  # the view's own point
-        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-        vals = {str(k).lower(): str(v) for k, v in cur.fetchall()}
-        view.low = view.high = BinlogOffset(vals["binlog_snapshot_file"], int(vals["binlog_snapshot_position"]))
-    cur.close()
+        view.low = view.high = snapshot_position(conn)
     return view
 
 
-def _binlog_end(cur: Any, facts: ServerFacts) -> BinlogOffset:
-    cur.execute(facts.status_sql)
-    row = cur.fetchone()
-    return BinlogOffset(str(row[0]), int(row[1]))
-
-
 def _key_columns(schema: TableSchema) -> list[ColumnInfo]:
-    by_name = {c.name: c for c in schema.columns}
-    return [by_name[k] for k in schema.primary_key]
+    return [schema.column(k) for k in schema.primary_key]
 
 
 def source_buckets(view: SourceView, schema: TableSchema, chunks: list[Chunk], b1: bool, limit: float
@@ -303,8 +273,7 @@ def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFact
     if end.position_key() <= start.position_key():
         return set()
     conv = binlog_row_converter(schema.columns, b1)  # the capture's types: as the mirror holds the keys
-    at = [i for i, c in enumerate(schema.columns) if c.name in schema.primary_key]
-    order = [schema.primary_key.index(schema.columns[i].name) for i in at]
+    at = schema.positions(schema.primary_key)
     keys: set[tuple[Any, ...]] = set()
     target = end.position_key()
     with claimed_id(profile, opts) as sid:
@@ -317,10 +286,7 @@ def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFact
             for image in (r.before, r.after):
                 if image is not None:
                     values = canonical_image(image, conv)
-                    key = [None] * len(at)
-                    for i, j in zip(at, order):
-                        key[j] = values[i]
-                    keys.add(tuple(key))
+                    keys.add(tuple(values[i] for i in at))
     return keys
 
 
@@ -371,11 +337,9 @@ def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, 
             out[r[0]] = (r[1], tuple(r[2:]))
     keys = list(keys)
     if keys:
-        key_cols = sorted((c for c in schema.columns if c.name in schema.primary_key),
-                          key=lambda c: schema.primary_key.index(c.name))
-        arrow = table_arrow_schema(tuple(key_cols), b1)
-        batch = pa.RecordBatch.from_arrays([pa.array([k[i] for k in keys], f.type) for i, f in enumerate(arrow)],
-                                           schema=arrow)
+        key_cols = _key_columns(schema)
+        batch = columns_to_batch([[k[i] for k in keys] for i in range(len(key_cols))],
+                                 table_arrow_schema(tuple(key_cols), b1))
         lake = pa.Table.from_batches([to_lake(batch, fmt)])  # type: ignore[arg-type]
         given = [f"__mysql_cdc_given{i}" for i in range(len(key_cols))]
         lake = lake.rename_columns(given)
@@ -525,9 +489,7 @@ class Verifier:
                 out.chunks = len(chunks)
             t0 = time.monotonic()
             if view.high is None:
-                cur = view.conn.cursor()
-                view.high = _binlog_end(cur, self.facts)
-                cur.close()
+                view.high = server_end(self.profile, self.facts, view.conn)
             start = min(mirror.point, view.low, key=lambda o: o.position_key())
             end = max(mirror.point, view.high, key=lambda o: o.position_key())
             flux = keys_changed(self.profile, self.opts, self.facts, schema, start, end, self.b1)
