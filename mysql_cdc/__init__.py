@@ -42,6 +42,7 @@ __all__ = [
     "parse_options",
     "plan_chunks",
     "register",
+    "resnapshot",
     "split",
     "stop_when_caught_up",
     "sync",
@@ -192,27 +193,28 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
 
 def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = None, tables: str | None = None,
            profiles: Any = None, max_rows_per_second: float = 0.0, recheck_seconds: float = 30.0,
-           **options: Any) -> Any:
+           repair: bool = False, repair_seconds: float = 600.0, **options: Any) -> Any:
     """Compare every table a sync mirrors (or those whose ``db.table`` matches one of the comma-separated regular
     expressions ``tables``) with its source, chunk by chunk, by checksums of buckets of keys at one binlog point,
     while the sync runs or not: a :class:`~mysql_cdc.udtf.sync.verify.VerifyReport` (``.ok``, ``.lines()``,
     ``.to_dict()``). The source is read in one read view, chunk by chunk (at most ``max_rows_per_second``; 0: as
     fast as it goes); only the keys and row hashes of buckets that differ and of keys in flux leave it; the mirror
-    is read by Spark. ``checkpoint`` and ``state_dir`` are the sync's. See :mod:`mysql_cdc.udtf.sync.verify`."""
+    is read by Spark. ``checkpoint`` and ``state_dir`` are the sync's. See :mod:`mysql_cdc.udtf.sync.verify`.
+
+    ``repair``: the tables that differ are snapshotted again by the running sync (:func:`resnapshot`), waited
+    for up to ``repair_seconds``, and verified again; the report then holds their new checks and what was done
+    (``.repair``). A sync that is not running takes the request when it starts (the report says so)."""
     import re
     import time
 
     from mysql_cdc.connect import connect
     from mysql_cdc.options import split_patterns
-    from mysql_cdc.planner.plan import describe_now
     from mysql_cdc.planner.plan import inspect_server as _inspect
     from mysql_cdc.profiles import resolve_profile
-    from mysql_cdc.state.history import schema_at
     from mysql_cdc.state.store import StateStore, capture_options
     from mysql_cdc.udtf.spark.compat import check_pyspark
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
-    from mysql_cdc.udtf.sync.job import batch_end, captured_schemas, committed_batches
-    from mysql_cdc.udtf.sync.verify import TableCheck, Verifier, VerifyReport
+    from mysql_cdc.udtf.sync.verify import Verifier
 
     check_pyspark(str(spark.version) if _is_connect(spark) else None)
     if max_rows_per_second < 0:
@@ -237,13 +239,64 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
         raise ConfigError(f"tables {tables!r} is not a list of regular expressions: {e}") from e
     verifier = Verifier(spark, profile, opts, facts, store, checkpoint, max_rows_per_second=max_rows_per_second,
                         recheck_seconds=recheck_seconds, tinyint1_as_boolean=captured.tinyint1_as_boolean)
-    checks: list[TableCheck] = []
+    if repair_seconds < 0:
+        raise ConfigError(f"repair_seconds must be 0 or more, not {repair_seconds!r}")
     started = time.monotonic()
+    report = _check_tables(verifier, store, checkpoint, profile, opts,
+                           lambda t: any(p.fullmatch(str(t)) for p in patterns), started)
+    if not repair or report.ok:
+        return report
+    from mysql_cdc.udtf.sync.verify import repair_tables
+
+    return repair_tables(report, store, checkpoint, repair_seconds, started,
+                         lambda chosen: _check_tables(verifier, store, checkpoint, profile, opts,
+                                                      lambda t: t in chosen, started))
+
+
+def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None = None, why: str = "",
+               checkpoint: str | None = None, wait_seconds: float = 0.0) -> Any:
+    """Snapshot tables of a sync again while it runs (or when it next starts): those it captures whose
+    ``db.table`` matches one of the comma-separated regular expressions ``tables``. The sync takes the request
+    at its next micro-batch: that batch empties their mirror tables, and the next ones fill them from a new
+    snapshot while the binlog waits; nothing is lost or doubled (see :mod:`mysql_cdc.udtf.sync.resnapshot`).
+    Returns where the request stands (:class:`~mysql_cdc.state.resnapshot.RequestProgress`: ``.request``,
+    ``.state``, ``.line()``), after waiting up to ``wait_seconds`` for it to be done (needs the sync's
+    ``checkpoint``). With ``request`` instead of ``tables``: where that earlier request stands."""
+    from mysql_cdc.state.store import StateStore
+    from mysql_cdc.udtf.sync.resnapshot import ask, matching, wait, where
+    from mysql_cdc.udtf.sync.target import sync_holds
+
+    if (tables is None) == (request is None):
+        raise ConfigError("give tables (regular expressions over 'db.table') to snapshot again, or the number of "
+                          "an earlier request to see where it stands, not both")
+    if wait_seconds < 0 or (wait_seconds and checkpoint is None):
+        raise ConfigError(f"wait_seconds {wait_seconds!r} must be 0 or more, and waiting needs the sync's checkpoint")
+    store = StateStore(state_dir)
+    if request is None:
+        assert tables is not None
+        request = ask(store, matching(store, tables), why)
+    if not wait_seconds:
+        return where(store, checkpoint, request)
+    assert checkpoint is not None
+    return wait(store, checkpoint, request, wait_seconds, sync_holds(state_dir))
+
+
+def _check_tables(verifier: Any, store: Any, checkpoint: str, profile: Any, opts: Any, selected: Any,
+                  started: float) -> Any:
+    """Verify each captured table ``selected`` takes (:func:`verify`)."""
+    import time
+
+    from mysql_cdc.planner.plan import describe_now
+    from mysql_cdc.state.history import schema_at
+    from mysql_cdc.udtf.sync.job import batch_end, captured_schemas, committed_batches
+    from mysql_cdc.udtf.sync.verify import TableCheck, VerifyReport
+
+    checks: list[TableCheck] = []
     done = committed_batches(checkpoint)
     end = batch_end(checkpoint, done) if done >= 0 else {}
     for schema in captured_schemas(store):
         name = str(schema.table)
-        if not any(p.fullmatch(name) for p in patterns):
+        if not selected(schema.table):
             continue
         if not schema.primary_key:
             checks.append(TableCheck(name, not_checked="no primary key: the sync does not mirror it"))

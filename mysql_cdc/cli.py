@@ -495,12 +495,35 @@ def cmd_verify(ns: argparse.Namespace) -> int:
     spark = _local_spark(ns, "mysql-cdc verify")
     try:
         report = mysql_cdc.verify(spark, checkpoint=ns.checkpoint, state_dir=ns.state_dir, source=ns.source,
-                                  tables=ns.tables, max_rows_per_second=ns.max_rows_per_second,
-                                  recheck_seconds=ns.recheck_seconds)
+                                  tables=ns.tables,
+                                  max_rows_per_second=ns.max_rows_per_second, recheck_seconds=ns.recheck_seconds,
+                                  repair=ns.repair, repair_seconds=ns.repair_seconds)
     finally:
         spark.stop()
     print(json.dumps(report.to_dict(), sort_keys=True) if ns.json else "\n".join(report.lines()))
     return 0 if report.ok else DIFFERS
+
+
+def cmd_resnapshot(ns: argparse.Namespace) -> int:
+    """Ask a sync to snapshot tables again (mysql_cdc.resnapshot; no Spark), or say where a request stands; 0 when
+    it is done (or, without --wait-seconds, recorded), :data:`DIFFERS` when it is not done in the time given."""
+    import mysql_cdc
+
+    if ns.tables and ns.request is not None:
+        raise ConfigError("give --tables to ask for a snapshot, or --request to see where one stands, not both")
+    now = mysql_cdc.resnapshot(state_dir=ns.state_dir, tables=ns.tables,
+                               request=ns.request, checkpoint=ns.checkpoint, wait_seconds=ns.wait_seconds,
+                               why="mysql-cdc resnapshot" if ns.tables else "")
+    if ns.tables and now.state == "waiting":
+        from mysql_cdc.udtf.sync.target import sync_holds
+
+        running = sync_holds(ns.state_dir) is not False
+        when = "takes it at its next micro-batch" if running else "takes it when it starts"
+        see = "" if ns.checkpoint else f"; see where it stands with --request {now.request} --checkpoint <the sync's>"
+        print(f"mysql-cdc: snapshot request {now.request} recorded: the sync {when}{see}")
+    else:
+        print(f"mysql-cdc: {now.line()}")
+    return 0 if now.state == "done" or not ns.wait_seconds else DIFFERS
 
 
 def with_lake_jars(ns: argparse.Namespace) -> None:
@@ -751,9 +774,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the source no faster than this (default 0: no limit)")
     v.add_argument("--recheck-seconds", type=float, default=30.0,
                    help="how long to wait for the sync before keys that differ are compared once more (0: never)")
+    v.add_argument("--repair", action="store_true", help="have the running sync snapshot the tables that differ "
+                   "again, wait for it, and verify them again")
+    v.add_argument("--repair-seconds", type=float, default=600.0,
+                   help="how long --repair waits for the sync's new snapshot (default 600)")
     v.add_argument("--json", action="store_true", help="print the report as one JSON object")
     _spark_arguments(v)
     v.set_defaults(fn=cmd_verify, table=None, chunk_key=None)
+    r = sub.add_parser("resnapshot", help="have a sync snapshot tables again while it runs (or when it next "
+                       "starts), without stopping it; or say where such a request stands")
+    r.add_argument("--state-dir", required=True, help="the sync's state directory")
+    r.add_argument("--tables", action="append", help="regular expressions over 'db.table' of the captured tables "
+                   "to snapshot again, e.g. 'shop[.]orders'")
+    r.add_argument("--request", type=int, help="the number of an earlier request: say where it stands")
+    r.add_argument("--checkpoint", help="the sync's Spark checkpoint location: to tell when the request is done")
+    r.add_argument("--wait-seconds", type=float, default=0.0,
+                   help="wait up to this long for the request to be done (needs --checkpoint; exit code 3 when "
+                   "it is not done by then)")
+    r.set_defaults(fn=cmd_resnapshot)
     st = sub.add_parser("status", help="print the recorded chunk watermarks of a table, or a summary of every table")
     st.add_argument("--state-dir", required=True, help="the state directory of a snapshot or stream")
     st.add_argument("--table", help="the table, 'db.table' (default: a line for every recorded table)")

@@ -16,7 +16,8 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.state.history import HistoryEntry
-from mysql_cdc.state.store import Round, StateStore
+from mysql_cdc.state.resnapshot import finished_rounds, progress
+from mysql_cdc.state.store import ResnapshotRequest, Round, StateStore
 from mysql_cdc.udtf.binlog.startup import ReadFrom
 from mysql_cdc.udtf.spark.stream_offsets import BinlogStreamOffset, SnapshotOffset, parse_stream_offset
 from mysql_cdc.xa import PendingXa, Xid
@@ -38,7 +39,10 @@ offsets = st.builds(SnapshotOffset, st.integers(0, 10**6), st.integers(0, 10**6)
 tables = st.builds(TableId, names, names)
 points = st.fixed_dictionaries({"file": files, "pos": st.integers(4, 2**40)})
 rounds = st.builds(Round, st.lists(tables, max_size=3).map(tuple), st.none() | points,
-                   st.lists(tables, max_size=2).map(tuple), st.none() | names, st.none() | points, st.none() | points)
+                   st.lists(tables, max_size=2).map(tuple), st.none() | names, st.none() | points, st.none() | points,
+                   st.none() | st.integers(0, 10**6))
+requests = st.builds(ResnapshotRequest, st.lists(tables, min_size=1, max_size=3).map(tuple), st.text(max_size=30),
+                     st.text(max_size=20))
 schemas = st.builds(lambda t, cols: TableSchema(t, tuple(ColumnInfo(c, "int", "int", False) for c in cols),
                                                 (cols[0],), (cols[0],)),
                     tables, st.lists(names, min_size=1, max_size=3, unique=True))
@@ -57,8 +61,33 @@ def test_a_stream_offset_reads_back_as_itself(offset: Any) -> None:
 @given(rounds)
 def test_a_round_reads_back_as_itself(rnd: Round) -> None:
     if not rnd.dropped:  # note and end are kept with dropped tables only
-        rnd = Round(rnd.tables, rnd.resume, schema_at=rnd.schema_at)
+        rnd = Round(rnd.tables, rnd.resume, schema_at=rnd.schema_at, request=rnd.request)
     assert Round.from_dict(json.loads(json.dumps(rnd.to_dict()))) == rnd
+
+
+@given(requests)
+def test_a_snapshot_request_reads_back_as_itself(req: ResnapshotRequest) -> None:
+    assert ResnapshotRequest.from_dict(json.loads(json.dumps(req.to_dict()))) == req
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=8), st.integers(0, 5), st.integers(0, 12),
+       st.sampled_from(["binlog", "snapshot"]))
+def test_a_request_is_done_only_once_the_round_after_the_one_that_took_it_is_finished(
+        takes: list[bool], index: int, finished: int, phase: str) -> None:
+    # rounds that take requests (numbered in order); a request is taken by the first round naming it or a later one
+    rounds, n = [], -1
+    for take in takes:
+        n += take
+        rounds.append(Round((), request=n if take else None))
+    committed = {"phase": phase, "rounds": finished} if phase == "binlog" else {"phase": phase, "round": finished}
+    got = progress(rounds, index, committed)
+    taker = next((i for i, r in enumerate(rounds) if r.request is not None and r.request >= index), None)
+    if taker is None:
+        assert got.state == "waiting" and got.round is None
+    else:
+        assert got.round == taker
+        assert (got.state == "done") == (finished_rounds(committed) >= taker + 2)
+    assert got.request == index
 
 
 @given(entries)
@@ -95,6 +124,9 @@ EARLIER_ROUNDS = [
     '{"resume": {"file": "binlog.000003", "pos": 4}, "tables": [["shop", "new t"]]}',
     '{"dropped": [["shop", "a"]], "end": {"file": "binlog.000003", "pos": 1201}, "note": "shop.a: dropped at '
     'binlog.000003:1100 by \'DROP TABLE a\'", "resume": {"file": "binlog.000003", "pos": 600}, "tables": []}',
+    '{"dropped": [["shop", "a"]], "end": {"file": "binlog.000001", "pos": 30644}, "note": "shop.a: snapshotted again '
+    'on request 0 (mysql-cdc resnapshot)", "request": 0, "resume": {"file": "binlog.000001", "pos": 30644}, '
+    '"tables": []}',
 ]
 EARLIER_HISTORY = [
     '{"action": "snapshot", "at": {"file": "binlog.000002", "pos": 900}, "renamed": {}, "schema": {"chunk_key": '

@@ -19,6 +19,9 @@ served by :mod:`.storage`)::
     sync.json                            the id of the mirror this capture feeds (``{"id": uuid}``), once
     sync_query.json                      the streaming query that feeds it (``{"query": app id}``), once
     mirrors/<db>.<table>.json            where the sync created the table's mirror, once
+    requests/<n>.json                    snapshots asked for while a capture runs (``mysql-cdc resnapshot``,
+                                         ``verify --repair``): :class:`ResnapshotRequest`, written once; the round
+                                         that takes one names it (``Round.request``)
 
 Names are percent-encoded (:func:`table_file_name`); one longer than a file system takes (a pattern of a dozen
 tables, a table name of 64 CJK characters) is shortened with a hash (:func:`bounded`), the whole kept in
@@ -132,7 +135,8 @@ class Round:
     resumes after it (``resume``, a :class:`ReadFrom` dict; ``None``: round 0, the first snapshot), or the
     tables a DDL statement takes out of the capture (``dropped``, with ``note`` saying why and where, and
     ``end``, the binlog point just after the statement). ``schema_at``: the binlog end just before the round's
-    tables were described (a DDL after it may not show in their recorded schemas).
+    tables were described (a DDL after it may not show in their recorded schemas). ``request``: the highest
+    :class:`ResnapshotRequest` this round took (its ``dropped`` tables are snapshotted again on request).
 
     >>> r = Round((TableId("shop", "a"),), {"file": "b.000002", "pos": 900}, schema_at={"file": "b.000002", "pos": 4})
     >>> Round.from_dict(r.to_dict()) == r, sorted(r.to_dict())
@@ -145,6 +149,7 @@ class Round:
     note: str | None = None
     end: dict[str, Any] | None = None
     schema_at: dict[str, Any] | None = None
+    request: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The round as kept in ``rounds/<n>.json`` (``json.dumps(..., sort_keys=True)`` of it)."""
@@ -153,13 +158,40 @@ class Round:
             data.update(dropped=[[t.database, t.table] for t in self.dropped], note=self.note, end=self.end)
         if self.schema_at is not None:
             data["schema_at"] = self.schema_at
+        if self.request is not None:
+            data["request"] = self.request
         return data
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Round:
         return cls(tuple(TableId(str(db), str(t)) for db, t in d["tables"]), d.get("resume"),
                    tuple(TableId(str(db), str(t)) for db, t in d.get("dropped", [])), d.get("note"), d.get("end"),
-                   d.get("schema_at"))
+                   d.get("schema_at"), None if d.get("request") is None else int(d["request"]))
+
+
+@dataclass(frozen=True)
+class ResnapshotRequest:
+    """Tables to snapshot again while the capture runs, asked for by ``mysql-cdc resnapshot`` or ``verify
+    --repair`` (another process than the sync's): kept in ``requests/<n>.json``, taken by the stream at the next
+    micro-batch it plans (a stopped one: at its start) as a round that resets the tables (their mirror is emptied
+    in that batch, ``T`` rows) followed by the round that snapshots them, while the binlog waits.
+
+    >>> r = ResnapshotRequest((TableId("shop", "a"),), "verify --repair", "2026-11-28T20:00:00Z")
+    >>> ResnapshotRequest.from_dict(r.to_dict()) == r, r.to_dict()["tables"]
+    (True, [['shop', 'a']])
+    """
+
+    tables: tuple[TableId, ...]
+    why: str = ""
+    at: str = ""  # when it was asked for (UTC, ISO 8601)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tables": [[t.database, t.table] for t in self.tables], "why": self.why, "at": self.at}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ResnapshotRequest:
+        return cls(tuple(TableId(str(db), str(t)) for db, t in d["tables"]), str(d.get("why", "")),
+                   str(d.get("at", "")))
 
 
 class StateStore:
@@ -391,6 +423,25 @@ class StateStore:
         out: list[Round] = []
         while (rnd := self.round(len(out))) is not None:
             out.append(rnd)
+        return out
+
+    def record_request(self, request: ResnapshotRequest) -> int:
+        """Keep a request under the next free number (first-wins: two processes asking at once get two numbers);
+        return its number."""
+        data = json.dumps(request.to_dict(), sort_keys=True).encode()
+        n = len(self.requests())
+        while True:  # another process may have taken n since
+            path = self._path("requests", f"{n}.json")
+            self._write(path, data, first_wins=True)
+            if self._read_bytes(path) == data:
+                return n
+            n += 1
+
+    def requests(self, start: int = 0) -> list[ResnapshotRequest]:
+        """The recorded requests from number ``start`` on, in order (numbered one after another from 0)."""
+        out: list[ResnapshotRequest] = []
+        while (d := self._read_json(self._path("requests", f"{start + len(out)}.json"))) is not None:
+            out.append(ResnapshotRequest.from_dict(d))
         return out
 
     def record_history(self, table: TableId, entry: HistoryEntry) -> None:

@@ -395,7 +395,7 @@ def test_cli_every_option_has_help() -> None:
     bare = [f"{name} {'/'.join(a.option_strings)}" for name, p in sub.choices.items() for a in p._actions
             if a.option_strings and not a.help]
     assert bare == []
-    assert set(sub.choices) == {"tables", "plan", "snapshot", "follow", "status", "sync", "verify"}
+    assert set(sub.choices) == {"tables", "plan", "snapshot", "follow", "status", "sync", "verify", "resnapshot"}
 
 
 # each session on one server (the stop is the driver's, the same on both): the CI's time goes to the servers

@@ -169,6 +169,20 @@ DDL_AT_KILL: dict[int, tuple[str, ...]] = {
     5: ("ALTER TABLE t01_int DROP COLUMN extra",), 6: ("CREATE INDEX t06_v ON t06_dt (v)",),
     7: (f"DROP TABLE {GONE}",)}
 EIGHT_KILLS_TABLES = [*MIRRORED, GONE, NEW]  # GONE's mirror must end empty
+RESNAPSHOT_AT_KILL, RESNAPSHOT = 5, "t0[2-7]_.*"  # tables snapshotted again on request, killed in the middle
+
+
+def _inside_resnapshot(ck: str, state: str) -> bool | None:
+    """Whether the sync's last committed batch lies inside the snapshot round that request 0 asked for, with
+    chunks of the round on both sides of it (``None``: the request is done)."""
+    from mysql_cdc.udtf.sync.job import batch_end, committed_batches
+
+    now = mysql_cdc.resnapshot(state_dir=state, request=0, checkpoint=ck)
+    if now.state != "running":
+        return None if now.state == "done" else False
+    end = batch_end(ck, committed_batches(ck))
+    return end.get("phase") == "snapshot" and end.get("round") == (now.round or 0) + 1 and \
+        0 < end["chunk"] < end["chunks"]
 
 
 def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, log: str,
@@ -199,6 +213,16 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
                         "a committed batch after the start")
                     time.sleep(rnd.uniform(0.0, 1.0))
                     phases.append(_checkpoint_state(ck)[1])
+                if kills == RESNAPSHOT_AT_KILL:  # tables snapshotted again on demand: killed while it runs
+                    state = args[args.index("--state-dir") + 1]
+                    asked = subprocess.run([sys.executable, "-m", "mysql_cdc", "resnapshot", "--state-dir", state,
+                                            "--tables", f"{db}[.]{RESNAPSHOT}"], cwd=ROOT, env=_repo_env(True),
+                                           capture_output=True, text=True, timeout=120)
+                    assert asked.returncode == 0 and "snapshot request 0 recorded: the sync takes it at its next " \
+                        "micro-batch" in asked.stdout, asked.stdout + asked.stderr
+                    wait_until(lambda p=p, state=state: _inside_resnapshot(ck, state) is not False or
+                               p.poll() is not None, 300, "a committed batch inside the snapshot asked for")
+                    assert _inside_resnapshot(ck, state), "the round ran to its end before the kill"
                 assert p.poll() is None, _tail(log)
                 for sql in DDL_AT_KILL.get(kills, ()):
                     cur.execute(sql)
@@ -211,6 +235,9 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
             f.write(b"\n-- the last run\n")
         p = start([*args, "--once"])
         assert p.wait(600) == 0, _tail(log)
+        done = mysql_cdc.resnapshot(state_dir=args[args.index("--state-dir") + 1], request=0, checkpoint=ck)
+        assert done.state == "done" and {t.table for t in done.snapshotted} == {
+            t for t in EIGHT_KILLS_TABLES if re.fullmatch(RESNAPSHOT, t)}, done
     finally:
         if p is not None and p.poll() is None:  # a failed wait leaves no sync running
             _kill(p)

@@ -133,16 +133,31 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     # the command: one line per table and in all, exit code 3 when a table differs
     env = _repo_env(True)
     env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+    # (and --repair with no sync running: the request is recorded for the sync's next run; the table still differs)
     run = subprocess.run([sys.executable, "-m", "mysql_cdc", "verify", "--source", "src", "--checkpoint",
                           args["checkpoint"], "--state-dir", args["state_dir"], "--tables", f"{db}[.]k2",
-                          "--master", "local[2]", "--recheck-seconds", "0"],
+                          "--master", "local[2]", "--recheck-seconds", "0", "--repair"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 3, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith(f"{db}.k2: DIFFERS: 3,000 rows in ")
     assert "different in the mirror: (3, 'K10')" in lines[1]
     assert lines[-1].startswith("verify: 1 of 1 tables checked, 3,000 rows, 1 differ"), lines
+    assert f"repair: {db}.k2 asked to be snapshotted again (request 0): no sync runs on this state dir" in run.stdout
     assert profile.password not in run.stdout + run.stderr
+    assert mysql_cdc.resnapshot(state_dir=args["state_dir"], request=0).state == "waiting"
+    # and every type's table asked for by the API; the sync's next run takes both requests: all clean
+    with pytest.raises(mysql_cdc.ConfigError, match=r"matches no table the sync .* captures .*tv"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]nope")
+    asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", checkpoint=args["checkpoint"])
+    assert (asked.request, asked.state) == (1, "waiting")
+    _sync(classic_spark, tmp_path, db, profile, chunk_size=500)
+    for request, table in ((0, "k2"), (1, "tv")):
+        done = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=request, checkpoint=args["checkpoint"])
+        assert done.state == "done" and TableId(db, table) in done.snapshotted, done
+    final = _verify(classic_spark, args, recheck_seconds=0)
+    assert final.ok and _by_table(final)["tv"].rows == len(ROWS) + len(COLUMNS) + 1, final.lines()
+    assert _by_table(final)["k2"].rows == 3000
 
 
 def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage_is_still_caught(
@@ -166,12 +181,23 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             checked = _by_table(first)
             assert sorted(checked) == mirrored
             assert sum(t.in_flux for t in first.tables) > 0  # the writers were caught in the act, and left out
-            # damage a table the writers leave alone while the sync runs: found, and only there
+            # damage a table the writers leave alone while the sync runs, and one they write (a row the source
+            # never had): found, and only there; --repair: the running sync snapshots both again while the writers
+            # go on, and they verify clean
             path = table_path(args["to"], TableId(db, "still"))
             deltalake.DeltaTable(path).delete("id = 7")
-            second = _verify(classic_spark, args, recheck_seconds=5)
-            bad = {n: t for n, t in _by_table(second).items() if not t.ok}
-            assert list(bad) == ["still"] and bad["still"].missing == ("7",), second.lines()
+            t01 = deltalake.DeltaTable(table_path(args["to"], TableId(db, "t01_int")))
+            one = t01.to_pyarrow_table().slice(0, 1)
+            deltalake.write_deltalake(t01.table_uri, one.set_column(0, one.schema.field(0),
+                                                                    pa.array([10**6], one.schema.field(0).type)),
+                                      mode="append")
+            second = _verify(classic_spark, args, recheck_seconds=2, repair=True, repair_seconds=300)
+            assert second.repair is not None and second.repair.state == "done", second.lines()
+            bad = {t.table.split(".", 1)[1]: t for t in second.repair.before}
+            assert sorted(bad) == ["still", "t01_int"], second.lines()
+            assert (bad["still"].missing, bad["t01_int"].extra) == (("7",), ("1000000",)), second.lines()
+            assert _by_table(second)["t01_int"].rows > 0 and _by_table(second)["still"].rows == 500
+            assert second.ok, second.lines()
             assert q.isActive, q.exception()
         finally:
             q.stop()

@@ -126,6 +126,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         self._rules_done: dict[int, dict[TableId, Any]] = {}
         self._xa_after: tuple[str, tuple[PendingXa, ...]] | None = None  # XA open at the end latestOffset planned
         self._chunk_reports: ChunkReports | None = None
+        self._requests_taken = 0  # snapshot requests below this number are taken (or passed over)
         # checked and described: from here on the capture runs, and its connections (here and in the executors)
         # wait out a lost server, reading the password again (mysql_cdc.retry)
         self.profile = running(profile, opts)
@@ -338,6 +339,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             if rnd is not None and rnd.dropped:  # a DROP planned before a crash: the same batch again
                 self._retire(rounds, rnd.dropped)
                 return self._binlog_offset(rnd.end or {}, begin, rounds + 1)
+            if rnd is None and self.many and (asked := self._asked_again(rounds)):
+                return self._reset(rounds, begin, begin.to_dict(), asked[1], request=asked[0])
             new = (list(rnd.tables) if rnd is not None else self._new_round(rounds, begin)) if self.many else None
             if new:
                 n = len(self._chunks(rounds, plan_missing=True))
@@ -375,9 +378,34 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 return start
         return self._binlog_offset({"file": end.file, "pos": end.pos}, begin, rounds)
 
+    def _asked_again(self, rounds: int) -> tuple[int, dict[TableId, str]] | None:
+        """Snapshots asked for while the capture runs (``mysql-cdc resnapshot``, ``verify --repair``:
+        ``requests/`` of the state dir) and not taken by a round yet: the highest request's number and why each
+        captured table they name is to be snapshotted again (:mod:`mysql_cdc.state.resnapshot`). A request whose
+        tables all left the capture since is passed over, with a warning."""
+        if not self.store.requests(self._requests_taken):  # one read of a file that is not there, mostly
+            return None
+        taken = max((r.request for r in self.store.rounds() if r.request is not None), default=-1)
+        self._requests_taken = first = max(self._requests_taken, taken + 1)
+        requests = self.store.requests(first)
+        captured = set(self._captured(rounds))
+        why: dict[TableId, str] = {}
+        for n, req in enumerate(requests, first):
+            asked = [t for t in req.tables if t in captured]
+            if not asked:
+                log.warning("mysql_cdc: snapshot request %d (%s) names no table captured now: %s; passed over", n,
+                            req.why or "no reason given", ", ".join(map(str, req.tables)))
+                self._requests_taken = n + 1
+                continue
+            for t in asked:
+                why.setdefault(t, f"snapshotted again on request {n}{f' ({req.why})' if req.why else ''}")
+        if not why:
+            return None
+        return first + len(requests) - 1, why
+
     # -- schema changes followed (option schema_changes follow) --
     def _reset(self, rounds: int, begin: ReadFrom, at: dict[str, Any], why: dict[TableId, str],
-               again: bool = True) -> dict[str, Any]:
+               again: bool = True, request: int | None = None) -> dict[str, Any]:
         """The batch that takes tables out of the capture at ``at`` (recorded as round ``rounds``): dropped, or
         (``again``) to be snapshotted again from there, when the next batch looks for tables to capture (a table
         that still matches is captured afresh: its rows come again as snapshot rows). The batch's rows say so
@@ -387,10 +415,14 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         for line in leaving_lines(why, at, again):
             log.warning("%s", line)
         if again:  # before the round: a crash between the two leaves a history entry the round replays over
-            for t in gone:
-                self.follower.record(t, at, RESET, why=why[t])
+            if self.opts.follows_ddl:
+                for t in gone:
+                    self.follower.record(t, at, RESET, why=why[t])
             self._look_for_tables = True
-        rnd = self.store.record_round(rounds, Round((), begin.to_dict(), tuple(gone), note[:4000], at))
+        rnd = self.store.record_round(rounds, Round((), begin.to_dict(), tuple(gone), note[:4000], at,
+                                                    request=request))
+        if rnd.request is not None:
+            self._requests_taken = max(self._requests_taken, rnd.request + 1)
         self._retire(rounds, rnd.dropped)
         return self._binlog_offset(rnd.end or {}, begin, rounds + 1)
 

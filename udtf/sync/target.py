@@ -184,6 +184,28 @@ def hold_sync_locks(state_dir: str, to: str | None) -> list[SyncLock]:
     return locks
 
 
+def sync_holds(state_dir: str) -> bool | None:
+    """Whether a sync holds the state dir now (its :class:`SyncLock`, this process's too); ``None`` where it
+    cannot be told (a state dir on a store: no lock is taken there)."""
+    import fcntl
+
+    state = parse_location(state_dir)
+    if not state.local:
+        return None
+    path = os.path.join(os.path.abspath(state.path), LOCK_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
+
+
 def release_sync_locks(locks: list[SyncLock]) -> None:
     for lock in locks:
         lock.release()

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -98,42 +98,113 @@ class TableCheck:
 
 
 @dataclass(frozen=True)
+class Repair:
+    """What ``verify --repair`` did: the tables that differed (``before``: their checks) were asked to be
+    snapshotted again (request ``request``), and the sync had done it (``state`` ``done``), was still at it when
+    ``repair_seconds`` ran out (``running``), or had not taken it (``waiting``: no sync runs on the state dir, or
+    it did not plan a batch in time)."""
+
+    request: int
+    state: str
+    seconds: float
+    before: tuple[TableCheck, ...]
+    gone: tuple[str, ...] = ()  # tables that no longer match the sync's patterns: taken out, not snapshotted
+
+    def line(self) -> str:
+        names = ", ".join(t.table for t in self.before)
+        if self.state == "done":
+            gone = f" ({', '.join(self.gone)} no longer captured)" if self.gone else ""
+            return f"repair: {names} snapshotted again by the sync (request {self.request}, {self.seconds:.1f} s){gone}"
+        if self.state == "running":
+            return (f"repair: {names} asked to be snapshotted again (request {self.request}): the sync is still at "
+                    f"it after {self.seconds:.1f} s; verify again once it is done (mysql-cdc resnapshot --request "
+                    f"{self.request} --checkpoint ... says when)")
+        return (f"repair: {names} asked to be snapshotted again (request {self.request}): no sync runs on this "
+                "state dir now (or it took no batch in time); it snapshots them when it runs, verify again then")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request": self.request, "state": self.state, "seconds": round(self.seconds, 3),
+                "before": [t.to_dict() for t in self.before], "gone": list(self.gone)}
+
+
+@dataclass(frozen=True)
 class VerifyReport:
-    """What a verification found: one :class:`TableCheck` per table."""
+    """What a verification found: one :class:`TableCheck` per table (after a repair: the repaired tables' new
+    checks, and ``repair``)."""
 
     tables: tuple[TableCheck, ...]
     seconds: float = 0.0
+    repair: Repair | None = None
 
     @property
     def ok(self) -> bool:
         return all(t.ok for t in self.tables)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "seconds": round(self.seconds, 3), "tables": [t.to_dict() for t in self.tables]}
+        out = {"ok": self.ok, "seconds": round(self.seconds, 3), "tables": [t.to_dict() for t in self.tables]}
+        if self.repair is not None:
+            out["repair"] = self.repair.to_dict()
+        return out
 
     def lines(self) -> list[str]:
         out = []
+        if self.repair is not None:
+            for t in self.repair.before:
+                out += _check_lines(t)
+            out.append(self.repair.line())
+            if self.repair.state == "done":
+                out.append("after the repair:")
         for t in self.tables:
-            if t.not_checked:
-                out.append(f"{t.table}: NOT CHECKED: {t.not_checked}")
-                continue
-            head = (f"{t.table}: {'ok' if t.ok else 'DIFFERS'}: {t.rows:,} rows in {t.chunks} chunks at "
-                    f"{t.point}, {t.in_flux} keys in flux left out, {t.seconds:.1f} s")
-            out.append(head)
-            for kind, keys in (("missing from the mirror", t.missing), ("extra in the mirror", t.extra),
-                               ("different in the mirror", t.changed), ("more than once in the mirror", t.twice)):
-                if keys:
-                    out.append(f"  {kind}: {', '.join(keys)}")
-            if t.differing > len(t.missing) + len(t.extra) + len(t.changed) + len(t.twice):
-                out.append(f"  ({t.differing} keys differ in all)")
-            if t.buckets:
-                out.append(f"  and {t.buckets} more of the table's {cs.BUCKETS} buckets of keys differ, not narrowed "
-                           "down to keys (verify the table again once these are mended)")
+            out += _check_lines(t)
         checked = [t for t in self.tables if not t.not_checked]
         out.append(f"verify: {len(checked)} of {len(self.tables)} tables checked, "
                    f"{sum(t.rows for t in checked):,} rows, "
                    f"{sum(1 for t in self.tables if not t.ok)} differ or were not checked, {self.seconds:.1f} s")
         return out
+
+
+def _check_lines(t: TableCheck) -> list[str]:
+    """A table's lines of the report."""
+    if t.not_checked:
+        return [f"{t.table}: NOT CHECKED: {t.not_checked}"]
+    out = [f"{t.table}: {'ok' if t.ok else 'DIFFERS'}: {t.rows:,} rows in {t.chunks} chunks at "
+           f"{t.point}, {t.in_flux} keys in flux left out, {t.seconds:.1f} s"]
+    for kind, keys in (("missing from the mirror", t.missing), ("extra in the mirror", t.extra),
+                       ("different in the mirror", t.changed), ("more than once in the mirror", t.twice)):
+        if keys:
+            out.append(f"  {kind}: {', '.join(keys)}")
+    if t.differing > len(t.missing) + len(t.extra) + len(t.changed) + len(t.twice):
+        out.append(f"  ({t.differing} keys differ in all)")
+    if t.buckets:
+        out.append(f"  and {t.buckets} more of the table's {cs.BUCKETS} buckets of keys differ, not narrowed "
+                   "down to keys (verify the table again once these are mended)")
+    return out
+
+
+def repair_tables(report: VerifyReport, store: StateStore, checkpoint: str, timeout: float, started: float,
+                  again: Callable[[set[TableId]], VerifyReport]) -> VerifyReport:
+    """``verify --repair``: the tables of ``report`` that differ snapshotted again by the sync
+    (:mod:`.resnapshot`), waited for up to ``timeout`` seconds, and verified again (``again``)."""
+    from mysql_cdc.udtf.sync.job import captured_schemas
+    from mysql_cdc.udtf.sync.resnapshot import ask, wait
+    from mysql_cdc.udtf.sync.target import sync_holds
+
+    bad = tuple(t for t in report.tables if not t.ok and not t.not_checked)
+    if not bad:
+        return report
+    ids = {str(s.table): s.table for s in captured_schemas(store)}
+    tables = [ids[t.table] for t in bad]
+    keys = sum(t.differing for t in bad)
+    request = ask(store, tables, f"verify --repair: {keys} keys and {sum(t.buckets for t in bad)} buckets differed")
+    t0 = time.monotonic()
+    now = wait(store, checkpoint, request, timeout, sync_holds(store.location))
+    done = Repair(request, now.state, time.monotonic() - t0, bad, tuple(map(str, now.gone)))
+    if now.state != "done":
+        return VerifyReport(report.tables, time.monotonic() - started, done)
+    after = {t.table: t for t in again({t for t in tables if t not in now.gone}).tables}
+    checks = tuple(after.get(t.table, t) if t.table not in done.gone else TableCheck(
+        t.table, not_checked="no longer captured: it left the sync's tables") for t in report.tables)
+    return VerifyReport(checks, time.monotonic() - started, done)
 
 
 # ---- where the mirror stands ----

@@ -1,0 +1,86 @@
+"""Snapshots on demand while a sync runs (``mysql-cdc resnapshot``, ``verify --repair``; docs/DESIGN.md §15).
+
+A request is a file in the capture's state dir (:class:`~mysql_cdc.state.store.ResnapshotRequest`), written by
+any process; the sync's stream takes it at the next micro-batch it plans in the binlog phase (a stopped sync:
+when it starts again) with the rounds a schema change that resets a table uses: one batch empties the tables'
+mirrors (``T`` rows) at the binlog point it starts at, and the next round snapshots them while the binlog waits
+there, after which the binlog goes on with the new chunks' watermarks in the emit rule (C3, C5: the rounds are
+recorded first-wins, so a sync killed at any point of this converges as it does after a DDL reset). Where a
+request stands is read from the rounds and the sync's checkpoint (:mod:`mysql_cdc.state.resnapshot`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+
+from mysql_cdc.errors import ConfigError, StateError
+from mysql_cdc.ids import TableId
+from mysql_cdc.options import split_patterns
+from mysql_cdc.state.resnapshot import RequestProgress, progress
+from mysql_cdc.state.store import ResnapshotRequest, StateStore
+from mysql_cdc.udtf.sync.job import batch_end, captured_schemas, committed_batches
+
+
+def matching(store: StateStore, tables: str) -> list[TableId]:
+    """The captured tables whose ``db.table`` matches one of the comma-separated regular expressions ``tables``
+    (as the sync's and verify's ``tables``); one error when none does."""
+    if not store.exists():
+        raise StateError(f"no capture is recorded under state_dir {store.location!r}: give the sync's --state-dir")
+    try:
+        patterns = [re.compile(p) for p in split_patterns(tables)]
+    except re.error as e:
+        raise ConfigError(f"tables {tables!r} is not a list of regular expressions: {e}") from e
+    held = [s.table for s in captured_schemas(store)]
+    out = [t for t in held if any(p.fullmatch(str(t)) for p in patterns)]
+    if not out:
+        shown = ", ".join(sorted(map(str, held))[:20]) or "none"
+        raise ConfigError(f"tables {tables!r} matches no table the sync of state_dir {store.location!r} captures "
+                          f"({shown}); give regular expressions over 'db.table', e.g. 'shop[.]orders'")
+    return out
+
+
+def ask(store: StateStore, tables: Sequence[TableId], why: str = "") -> int:
+    """Record a request to snapshot ``tables`` again (each must be captured now: one error naming those that
+    are not, and what is captured); returns its number."""
+    if not store.exists():
+        raise StateError(f"no capture is recorded under state_dir {store.location!r}: give the sync's --state-dir")
+    if not tables:
+        raise ConfigError("name at least one table to snapshot again ('db.table')")
+    held = {s.table for s in captured_schemas(store)}
+    unknown = [t for t in tables if t not in held]
+    if unknown:
+        shown = ", ".join(sorted(map(str, held))[:20]) or "none"
+        raise ConfigError(f"{', '.join(repr(str(t)) for t in unknown)} is not captured by the sync of state_dir "
+                          f"{store.location!r}, which captures: {shown}; name tables it captures ('db.table')")
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return store.record_request(ResnapshotRequest(tuple(dict.fromkeys(tables)), why[:500], at))
+
+
+def where(store: StateStore, checkpoint: str | None, request: int) -> RequestProgress:
+    """Where request ``request`` stands, by the rounds recorded and the sync's last committed batch (no
+    checkpoint: as far as the rounds tell, never ``done``)."""
+    if request < 0 or not store.requests(request)[:1]:
+        raise StateError(f"no snapshot request {request!r} is recorded under {store.location!r}")
+    committed = None
+    if checkpoint is not None:
+        done = committed_batches(checkpoint)
+        committed = batch_end(checkpoint, done) if done >= 0 else None
+    now = progress(store.rounds(), request, committed)
+    if checkpoint is None and now.state == "done":
+        return RequestProgress("running", now.round, now.reset, now.snapshotted, request)
+    return now
+
+
+def wait(store: StateStore, checkpoint: str, request: int, timeout: float, running: bool | None = None
+         ) -> RequestProgress:
+    """Wait up to ``timeout`` seconds for request ``request`` to be done (checked twice a second); returns where it
+    stands then. ``running``: whether a sync holds the state dir (``False``: not waited for: a stopped sync takes
+    the request when it starts)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = where(store, checkpoint, request)
+        if now.state == "done" or running is False or time.monotonic() >= deadline:
+            return now
+        time.sleep(0.5)
