@@ -204,6 +204,7 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     ``repair``: the tables that differ are snapshotted again by the running sync (:func:`resnapshot`), waited
     for up to ``repair_seconds``, and verified again; the report then holds their new checks and what was done
     (``.repair``). A sync that is not running takes the request when it starts (the report says so)."""
+    import math
     import re
     import time
 
@@ -217,10 +218,12 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     from mysql_cdc.udtf.sync.verify import Verifier
 
     check_pyspark(str(spark.version) if _is_connect(spark) else None)
-    if max_rows_per_second < 0:
+    if not math.isfinite(max_rows_per_second) or max_rows_per_second < 0:
         raise ConfigError(f"max_rows_per_second must be 0 (no limit) or more, not {max_rows_per_second!r}")
-    if recheck_seconds < 0:
+    if not math.isfinite(recheck_seconds) or recheck_seconds < 0:
         raise ConfigError(f"recheck_seconds must be 0 (no second look) or more, not {recheck_seconds!r}")
+    if not math.isfinite(repair_seconds) or repair_seconds < 0:
+        raise ConfigError(f"repair_seconds must be 0 or more, not {repair_seconds!r}")
     store = StateStore(state_dir)
     if not store.exists():
         raise StateError(f"no capture is recorded under state_dir {state_dir!r}: give the sync's --state-dir")
@@ -239,8 +242,6 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
         raise ConfigError(f"tables {tables!r} is not a list of regular expressions: {e}") from e
     verifier = Verifier(spark, profile, opts, facts, store, checkpoint, max_rows_per_second=max_rows_per_second,
                         recheck_seconds=recheck_seconds, tinyint1_as_boolean=captured.tinyint1_as_boolean)
-    if repair_seconds < 0:
-        raise ConfigError(f"repair_seconds must be 0 or more, not {repair_seconds!r}")
     started = time.monotonic()
     report = _check_tables(verifier, store, checkpoint, profile, opts,
                            lambda t: any(p.fullmatch(str(t)) for p in patterns), started)
@@ -262,14 +263,17 @@ def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None
     Returns where the request stands (:class:`~mysql_cdc.state.resnapshot.RequestProgress`: ``.request``,
     ``.state``, ``.line()``), after waiting up to ``wait_seconds`` for it to be done (needs the sync's
     ``checkpoint``). With ``request`` instead of ``tables``: where that earlier request stands."""
+    import math
+
     from mysql_cdc.state.store import StateStore
     from mysql_cdc.udtf.sync.resnapshot import ask, matching, wait, where
     from mysql_cdc.udtf.sync.target import sync_holds
 
     if (tables is None) == (request is None):
         raise ConfigError("give tables (regular expressions over 'db.table') to snapshot again, or the number of "
-                          "an earlier request to see where it stands, not both")
-    if wait_seconds < 0 or (wait_seconds and checkpoint is None):
+                          f"an earlier request to see where it stands: one of the two (tables={tables!r}, "
+                          f"request={request!r})")
+    if not math.isfinite(wait_seconds) or wait_seconds < 0 or (wait_seconds and checkpoint is None):
         raise ConfigError(f"wait_seconds {wait_seconds!r} must be 0 or more, and waiting needs the sync's checkpoint")
     store = StateStore(state_dir)
     if request is None:

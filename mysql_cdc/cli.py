@@ -509,8 +509,8 @@ def cmd_resnapshot(ns: argparse.Namespace) -> int:
     it is done (or, without --wait-seconds, recorded), :data:`DIFFERS` when it is not done in the time given."""
     import mysql_cdc
 
-    if ns.tables and ns.request is not None:
-        raise ConfigError("give --tables to ask for a snapshot, or --request to see where one stands, not both")
+    if bool(ns.tables) == (ns.request is not None):
+        raise ConfigError("give --tables to ask for a snapshot, or --request to see where one stands: one of the two")
     now = mysql_cdc.resnapshot(state_dir=ns.state_dir, tables=ns.tables,
                                request=ns.request, checkpoint=ns.checkpoint, wait_seconds=ns.wait_seconds,
                                why="mysql-cdc resnapshot" if ns.tables else "")
@@ -522,7 +522,11 @@ def cmd_resnapshot(ns: argparse.Namespace) -> int:
         see = "" if ns.checkpoint else f"; see where it stands with --request {now.request} --checkpoint <the sync's>"
         print(f"mysql-cdc: snapshot request {now.request} recorded: the sync {when}{see}")
     else:
-        print(f"mysql-cdc: {now.line()}")
+        hint = "" if ns.checkpoint or now.state in ("waiting", "passed") else \
+            " (give --checkpoint <the sync's> to tell whether it is done)"
+        print(f"mysql-cdc: {now.line()}{hint}")
+    if now.state == "passed":
+        return DIFFERS
     return 0 if now.state == "done" or not ns.wait_seconds else DIFFERS
 
 

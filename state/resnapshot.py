@@ -9,7 +9,11 @@ goes on from it with the new chunks' watermarks in the emit rule, as after any r
 
 - ``waiting`` while no round names ``n`` or a later request,
 - ``running`` from then until the sync committed a batch past round ``R + 1`` (``rounds`` finished >= R + 2),
-- ``done`` after that; a table round ``R + 1`` does not hold left the capture (it no longer matches).
+- ``done`` after that; a table round ``R + 1`` does not hold left the capture (it no longer matches), and so
+  did every table when no round follows ``R`` and a batch of the binlog after ``R``'s point was committed (the
+  stream looked for tables to snapshot, which requests wait for, and found none),
+- ``passed`` when the stream passed it over (``requests/<n>.passed.json``: none of its tables was captured, or the
+  capture does not follow schema changes).
 
 Worked example: requests 0 and 1 were both open when round 3 was recorded (so it took both, ``request=1``),
 round 4 snapshots ``a``; a committed binlog offset with ``rounds`` 4 is still inside, 5 is past.
@@ -26,6 +30,13 @@ round 4 snapshots ``a``; a committed binlog offset with ``rounds`` 4 is still in
 ('done', 3, (TableId(database='s', table='a'),))
 >>> progress(rounds, 2, {"phase": "binlog", "rounds": 5}).state
 'waiting'
+
+Round 3 reset ``a`` at ``b.1:90``; no round followed (``a`` was gone by then): done once the binlog went past it.
+
+>>> rounds = rounds[:4]
+>>> rounds[3] = Round((), dropped=(a,), end={"file": "b.1", "pos": 90}, request=1)
+>>> [progress(rounds, 0, {"phase": "binlog", "rounds": 4, "file": "b.1", "pos": p}).state for p in (90, 120)]
+['running', 'done']
 """
 
 from __future__ import annotations
@@ -35,9 +46,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mysql_cdc.ids import TableId
+from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.state.store import Round
 
-State = Literal["waiting", "running", "done"]
+State = Literal["waiting", "running", "done", "passed"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,7 @@ class RequestProgress:
     reset: tuple[TableId, ...] = ()
     snapshotted: tuple[TableId, ...] = ()
     request: int = 0
+    why: str = ""  # why it was passed over
 
     def line(self) -> str:
         """One line for the CLI.
@@ -58,6 +71,8 @@ class RequestProgress:
         'request 1: running: s.a emptied in the mirror by round 3, being snapshotted again'
         """
         names = ", ".join(map(str, self.reset))
+        if self.state == "passed":
+            return f"request {self.request}: passed over by the sync: {self.why}"
         if self.state == "waiting":
             return f"request {self.request}: waiting for the sync to take it at its next micro-batch"
         if self.state == "running":
@@ -95,5 +110,14 @@ def progress(rounds: Sequence[Round], index: int, committed: dict[str, Any] | No
     reset = rounds[taken].dropped
     again = rounds[taken + 1].tables if taken + 1 < len(rounds) else ()
     snapshotted = tuple(t for t in reset if t in again)
-    state: State = "done" if finished_rounds(committed) >= taken + 2 else "running"
-    return RequestProgress(state, taken, reset, snapshotted, index)
+    finished = finished_rounds(committed)
+    done = finished >= taken + 2 or (taken + 1 == len(rounds) == finished and _past(committed, rounds[taken].end))
+    return RequestProgress("done" if done else "running", taken, reset, snapshotted, index)
+
+
+def _past(offset: dict[str, Any] | None, point: dict[str, Any] | None) -> bool:
+    """Whether a committed binlog offset lies past a binlog point."""
+    if not offset or offset.get("phase") != "binlog" or not point or "file" not in offset:
+        return False
+    return (binlog_file_key(str(offset["file"])), int(offset["pos"])) > (binlog_file_key(str(point["file"])),
+                                                                          int(point["pos"]))

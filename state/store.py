@@ -21,7 +21,8 @@ served by :mod:`.storage`)::
     mirrors/<db>.<table>.json            where the sync created the table's mirror, once
     requests/<n>.json                    snapshots asked for while a capture runs (``mysql-cdc resnapshot``,
                                          ``verify --repair``): :class:`ResnapshotRequest`, written once; the round
-                                         that takes one names it (``Round.request``)
+                                         that takes one names it (``Round.request``); ``<n>.passed.json``: why
+                                         the stream passed one over (none of its tables captured), once
 
 Names are percent-encoded (:func:`table_file_name`); one longer than a file system takes (a pattern of a dozen
 tables, a table name of 64 CJK characters) is shortened with a hash (:func:`bounded`), the whole kept in
@@ -436,6 +437,18 @@ class StateStore:
             if self._read_bytes(path) == data:
                 return n
             n += 1
+
+    def pass_request(self, index: int, why: str) -> str:
+        """Record that the stream passed request ``index`` over (``requests/<n>.passed.json``, first-wins: the
+        decision stands after a restart); returns the recorded reason."""
+        path = self._path("requests", f"{int(index)}.passed.json")
+        self._write(path, json.dumps({"why": why[:1000]}, sort_keys=True).encode(), first_wins=True)
+        return self.request_passed(index) or why
+
+    def request_passed(self, index: int) -> str | None:
+        """Why request ``index`` was passed over, if it was."""
+        d = self._read_json(self._path("requests", f"{int(index)}.passed.json"))
+        return str(d.get("why", "")) if isinstance(d, dict) else None
 
     def requests(self, start: int = 0) -> list[ResnapshotRequest]:
         """The recorded requests from number ``start`` on, in order (numbered one after another from 0)."""

@@ -20,6 +20,7 @@ import mysql_cdc
 from mysql_cdc.ids import TableId
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo
+from mysql_cdc.state.store import ResnapshotRequest, StateStore
 from mysql_cdc.udtf.sync import checksum as cs
 from mysql_cdc.udtf.sync import verify as verify_mod
 from mysql_cdc.udtf.sync.job import batch_end, committed_batches
@@ -151,10 +152,18 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]nope")
     asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", checkpoint=args["checkpoint"])
     assert (asked.request, asked.state) == (1, "waiting")
+    # a request for a table that left the capture after it was asked for: passed over, and said so
+    StateStore(args["state_dir"]).record_request(ResnapshotRequest((TableId(db, "left"),), "test"))
+    with pytest.raises(mysql_cdc.StateError, match=r"no snapshot request 3 is recorded"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], request=3)
+    with pytest.raises(mysql_cdc.StateError, match=r"checkpoint .*nowhere.* is no Spark checkpoint"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], request=1, checkpoint=str(tmp_path / "nowhere"))
     _sync(classic_spark, tmp_path, db, profile, chunk_size=500)
     for request, table in ((0, "k2"), (1, "tv")):
         done = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=request, checkpoint=args["checkpoint"])
         assert done.state == "done" and TableId(db, table) in done.snapshotted, done
+    passed = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=2, checkpoint=args["checkpoint"])
+    assert passed.state == "passed" and "names no table captured now" in passed.why, passed
     final = _verify(classic_spark, args, recheck_seconds=0)
     assert final.ok and _by_table(final)["tv"].rows == len(ROWS) + len(COLUMNS) + 1, final.lines()
     assert _by_table(final)["k2"].rows == 3000

@@ -339,12 +339,15 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             if rnd is not None and rnd.dropped:  # a DROP planned before a crash: the same batch again
                 self._retire(rounds, rnd.dropped)
                 return self._binlog_offset(rnd.end or {}, begin, rounds + 1)
-            if rnd is None and self.many and (asked := self._asked_again(rounds)):
-                return self._reset(rounds, begin, begin.to_dict(), asked[1], request=asked[0])
             new = (list(rnd.tables) if rnd is not None else self._new_round(rounds, begin)) if self.many else None
             if new:
                 n = len(self._chunks(rounds, plan_missing=True))
                 return SnapshotOffset(self._step(rounds, 0, n, max_rows), n, rounds, begin).to_dict()
+            # snapshots asked for on demand, after the look for tables to capture: the batch after a request's reset
+            # records the round that snapshots its tables (state/resnapshot.py reads the two rounds so)
+            if rnd is None and self.many and (asked := self._asked_again(rounds)):
+                self._xa_after = None  # the reset ends where the batch starts: the XA open there are begin's
+                return self._reset(rounds, begin, begin.to_dict(), asked[1], request=asked[0])
         end = self._target or server_end(self.profile, self.facts)
         if end.position_key() > begin.offset.position_key() or begin.auto_position:
             # the batch ends before a DDL of a captured table (a DDL at its start stops the stream here), just
@@ -392,10 +395,17 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         why: dict[TableId, str] = {}
         for n, req in enumerate(requests, first):
             asked = [t for t in req.tables if t in captured]
-            if not asked:
-                log.warning("mysql_cdc: snapshot request %d (%s) names no table captured now: %s; passed over", n,
-                            req.why or "no reason given", ", ".join(map(str, req.tables)))
-                self._requests_taken = n + 1
+            passed = known = self.store.request_passed(n)
+            if passed is None and not asked:
+                passed = f"it names no table captured now ({', '.join(map(str, req.tables))})"
+            if passed is None and not self.opts.follows_ddl:
+                passed = ("the capture runs with schema_changes stop: a table snapshotted again while it runs needs "
+                          "schema_changes follow (the sync's default)")
+            if passed is not None:  # recorded: after a restart it stays passed over
+                if known is None:
+                    log.warning("mysql_cdc: snapshot request %d passed over: %s", n, self.store.pass_request(n, passed))
+                if not why:
+                    self._requests_taken = n + 1
                 continue
             for t in asked:
                 why.setdefault(t, f"snapshotted again on request {n}{f' ({req.why})' if req.why else ''}")

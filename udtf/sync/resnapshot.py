@@ -19,6 +19,7 @@ from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.options import split_patterns
 from mysql_cdc.state.resnapshot import RequestProgress, progress
+from mysql_cdc.state.storage import read_text
 from mysql_cdc.state.store import ResnapshotRequest, StateStore
 from mysql_cdc.udtf.sync.job import batch_end, captured_schemas, committed_batches
 
@@ -32,6 +33,9 @@ def matching(store: StateStore, tables: str) -> list[TableId]:
         patterns = [re.compile(p) for p in split_patterns(tables)]
     except re.error as e:
         raise ConfigError(f"tables {tables!r} is not a list of regular expressions: {e}") from e
+    if not store.rounds():
+        raise ConfigError(f"state_dir {store.location!r} holds a capture of one table (option table): only a capture "
+                          "of many tables (the sync, option tables) snapshots tables again while it runs")
     held = [s.table for s in captured_schemas(store)]
     out = [t for t in held if any(p.fullmatch(str(t)) for p in patterns)]
     if not out:
@@ -63,8 +67,14 @@ def where(store: StateStore, checkpoint: str | None, request: int) -> RequestPro
     checkpoint: as far as the rounds tell, never ``done``)."""
     if request < 0 or not store.requests(request)[:1]:
         raise StateError(f"no snapshot request {request!r} is recorded under {store.location!r}")
+    passed = store.request_passed(request)
+    if passed is not None:
+        return RequestProgress("passed", request=request, why=passed)
     committed = None
     if checkpoint is not None:
+        if read_text(checkpoint, "metadata") is None:
+            raise StateError(f"checkpoint {checkpoint!r} is no Spark checkpoint (it has no metadata): give the "
+                             "sync's --checkpoint")
         done = committed_batches(checkpoint)
         committed = batch_end(checkpoint, done) if done >= 0 else None
     now = progress(store.rounds(), request, committed)
@@ -81,6 +91,6 @@ def wait(store: StateStore, checkpoint: str, request: int, timeout: float, runni
     deadline = time.monotonic() + timeout
     while True:
         now = where(store, checkpoint, request)
-        if now.state == "done" or running is False or time.monotonic() >= deadline:
+        if now.state in ("done", "passed") or running is False or time.monotonic() >= deadline:
             return now
         time.sleep(0.5)

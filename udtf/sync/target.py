@@ -123,7 +123,14 @@ class SyncLock:
         make_dirs(os.path.dirname(self.path), 0o700 if private else 0o755)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            for tries in range(3, 0, -1):  # sync_holds's look takes a shared lock for an instant
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if tries == 1:
+                        raise
+                    time.sleep(0.2)
         except OSError:
             holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "a process that wrote nothing yet"
             os.close(fd)
@@ -197,6 +204,8 @@ def sync_holds(state_dir: str) -> bool | None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return False
+    except OSError:  # not ours to read: cannot be told
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:

@@ -109,9 +109,12 @@ class Repair:
     seconds: float
     before: tuple[TableCheck, ...]
     gone: tuple[str, ...] = ()  # tables that no longer match the sync's patterns: taken out, not snapshotted
+    why: str = ""  # why the sync passed the request over
 
     def line(self) -> str:
         names = ", ".join(t.table for t in self.before)
+        if self.state == "passed":
+            return f"repair: {names} not snapshotted again: the sync passed request {self.request} over: {self.why}"
         if self.state == "done":
             gone = f" ({', '.join(self.gone)} no longer captured)" if self.gone else ""
             return f"repair: {names} snapshotted again by the sync (request {self.request}, {self.seconds:.1f} s){gone}"
@@ -120,11 +123,12 @@ class Repair:
                     f"it after {self.seconds:.1f} s; verify again once it is done (mysql-cdc resnapshot --request "
                     f"{self.request} --checkpoint ... says when)")
         return (f"repair: {names} asked to be snapshotted again (request {self.request}): no sync runs on this "
-                "state dir now (or it took no batch in time); it snapshots them when it runs, verify again then")
+                "state dir now (or it took no batch in time); it snapshots them when it runs, verify again then "
+                f"(mysql-cdc resnapshot --request {self.request} --checkpoint ... says when)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"request": self.request, "state": self.state, "seconds": round(self.seconds, 3),
-                "before": [t.to_dict() for t in self.before], "gone": list(self.gone)}
+                "before": [t.to_dict() for t in self.before], "gone": list(self.gone), "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,7 @@ def repair_tables(report: VerifyReport, store: StateStore, checkpoint: str, time
     request = ask(store, tables, f"verify --repair: {keys} keys and {sum(t.buckets for t in bad)} buckets differed")
     t0 = time.monotonic()
     now = wait(store, checkpoint, request, timeout, sync_holds(store.location))
-    done = Repair(request, now.state, time.monotonic() - t0, bad, tuple(map(str, now.gone)))
+    done = Repair(request, now.state, time.monotonic() - t0, bad, tuple(map(str, now.gone)), now.why)
     if now.state != "done":
         return VerifyReport(report.tables, time.monotonic() - started, done)
     after = {t.table: t for t in again({t for t in tables if t not in now.gone}).tables}
