@@ -232,6 +232,10 @@ def pin_delta_rs(spark: Any, location: str, app_id: str, checkpoint: str, table:
     dt = DeltaTable(location)
     proto = dt.protocol()
     features = set(proto.reader_features or ()) - _PLAIN_FEATURES
+    # reader version 2 is column mapping without a features list (Spark's Delta sets it for a rename or a drop)
+    mapping = dt.metadata().configuration.get("delta.columnMapping.mode", "none")
+    if mapping not in ("none", None) or proto.min_reader_version == 2:
+        features.add("columnMapping")
     if features or dt.metadata().partition_columns:
         raise VerifyError(f"the mirror of {str(table)!r} at {location!r} uses Delta features a plain Parquet read "
                           f"cannot follow ({sorted(features) or 'partitions'}): verify it from a Spark with Delta")
