@@ -227,6 +227,9 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     store = StateStore(state_dir)
     if not store.exists():
         raise StateError(f"no capture is recorded under state_dir {state_dir!r}: give the sync's --state-dir")
+    from mysql_cdc.udtf.sync.resnapshot import matching
+
+    matching(store, tables or ".*")  # a pattern that matches no captured table is a mistake, not a clean report
     opts = parse_options({**{k: str(v) for k, v in options.items()}, "state_dir": state_dir,
                           **({"source": source} if source else {}), "tables": tables or ".*"})
     captured = capture_options(store)

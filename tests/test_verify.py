@@ -150,6 +150,8 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     # and every type's table asked for by the API; the sync's next run takes both requests: all clean
     with pytest.raises(mysql_cdc.ConfigError, match=r"matches no table the sync .* captures .*tv"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]nope")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"matches no table the sync .* captures .*tv"):
+        _verify(classic_spark, args, tables=f"{db}[.]nope")  # not "0 of 0 tables checked" and a clean exit
     asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", checkpoint=args["checkpoint"])
     assert (asked.request, asked.state) == (1, "waiting")
     # a request for a table that left the capture after it was asked for: passed over, and said so

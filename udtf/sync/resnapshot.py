@@ -34,8 +34,9 @@ def matching(store: StateStore, tables: str) -> list[TableId]:
     except re.error as e:
         raise ConfigError(f"tables {tables!r} is not a list of regular expressions: {e}") from e
     if not store.rounds():
-        raise ConfigError(f"state_dir {store.location!r} holds a capture of one table (option table): only a capture "
-                          "of many tables (the sync, option tables) snapshots tables again while it runs")
+        raise ConfigError(f"state_dir {store.location!r} holds a capture of one table (option table), not a sync's: "
+                          "only a capture of many tables (the sync, option tables) is verified or snapshotted again "
+                          "while it runs")
     held = [s.table for s in captured_schemas(store)]
     out = [t for t in held if any(p.fullmatch(str(t)) for p in patterns)]
     if not out:
