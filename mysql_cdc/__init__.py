@@ -205,11 +205,9 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     for up to ``repair_seconds``, and verified again; the report then holds their new checks and what was done
     (``.repair``). A sync that is not running takes the request when it starts (the report says so)."""
     import math
-    import re
     import time
 
     from mysql_cdc.connect import connect
-    from mysql_cdc.options import split_patterns
     from mysql_cdc.planner.plan import inspect_server as _inspect
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, capture_options
@@ -224,12 +222,12 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
         raise ConfigError(f"recheck_seconds must be 0 (no second look) or more, not {recheck_seconds!r}")
     if not math.isfinite(repair_seconds) or repair_seconds < 0:
         raise ConfigError(f"repair_seconds must be 0 or more, not {repair_seconds!r}")
-    store = StateStore(state_dir)
-    if not store.exists():
-        raise StateError(f"no capture is recorded under state_dir {state_dir!r}: give the sync's --state-dir")
     from mysql_cdc.udtf.sync.resnapshot import matching
 
-    matching(store, tables or ".*")  # a pattern that matches no captured table is a mistake, not a clean report
+    store = StateStore(state_dir)
+    # the captured tables the patterns match: none is a mistake (one error, before the server is asked), not a
+    # clean report of nothing
+    chosen = set(matching(store, tables or ".*"))
     opts = parse_options({**{k: str(v) for k, v in options.items()}, "state_dir": state_dir,
                           **({"source": source} if source else {}), "tables": tables or ".*"})
     captured = capture_options(store)
@@ -239,15 +237,10 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
         facts = _inspect(conn)
     finally:
         conn.close()
-    try:
-        patterns = [re.compile(p) for p in split_patterns(tables or ".*")]
-    except re.error as e:
-        raise ConfigError(f"tables {tables!r} is not a list of regular expressions: {e}") from e
     verifier = Verifier(spark, profile, opts, facts, store, checkpoint, max_rows_per_second=max_rows_per_second,
                         recheck_seconds=recheck_seconds, tinyint1_as_boolean=captured.tinyint1_as_boolean)
     started = time.monotonic()
-    report = _check_tables(verifier, store, checkpoint, profile, opts,
-                           lambda t: any(p.fullmatch(str(t)) for p in patterns), started)
+    report = _check_tables(verifier, store, checkpoint, profile, opts, lambda t: t in chosen, started)
     if not repair or report.ok:
         return report
     from mysql_cdc.udtf.sync.verify import repair_tables

@@ -386,11 +386,13 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         ``requests/`` of the state dir) and not taken by a round yet: the highest request's number and why each
         captured table they name is to be snapshotted again (:mod:`mysql_cdc.state.resnapshot`). A request whose
         tables all left the capture since is passed over, with a warning."""
-        if not self.store.requests(self._requests_taken):  # one read of a file that is not there, mostly
+        requests = self.store.requests(self._requests_taken)  # one read of a file that is not there, mostly
+        if not requests:
             return None
         taken = max((r.request for r in self.store.rounds() if r.request is not None), default=-1)
-        self._requests_taken = first = max(self._requests_taken, taken + 1)
-        requests = self.store.requests(first)
+        first = max(self._requests_taken, taken + 1)
+        requests = requests[first - self._requests_taken:]
+        self._requests_taken = first
         captured = set(self._captured(rounds))
         why: dict[TableId, str] = {}
         for n, req in enumerate(requests, first):
