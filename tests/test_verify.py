@@ -21,6 +21,7 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo
 from mysql_cdc.state.store import ResnapshotRequest, StateStore
+from mysql_cdc.udtf.binlog.startup import binary_logs
 from mysql_cdc.udtf.sync import checksum as cs
 from mysql_cdc.udtf.sync import verify as verify_mod
 from mysql_cdc.udtf.sync.job import batch_end, committed_batches
@@ -75,6 +76,13 @@ def _verify(spark: Any, args: dict[str, Any], **kw: Any) -> Any:
 def _committed_phase(checkpoint: str) -> str | None:
     done = committed_batches(checkpoint)
     return batch_end(checkpoint, done).get("phase") if done >= 0 else None
+
+
+def _committed_at(checkpoint: str) -> tuple[str, int] | None:
+    """The binlog point the sync's last committed batch ended at (``None``: none, or a snapshot batch)."""
+    done = committed_batches(checkpoint)
+    end = batch_end(checkpoint, done) if done >= 0 else {}
+    return (str(end["file"]), int(end["pos"])) if end.get("phase") == "binlog" else None
 
 
 def _by_table(report: Any) -> dict[str, Any]:
@@ -181,9 +189,10 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
                 tables=f"{db}[.].*", exclude=f"{db}[.]t1[03]_.*", source="src",
                 profiles={"src": profile_url(profile)}, chunk_size=200)
     mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still"])
-    with Writers(info, db, seed=5):
-        q = mysql_cdc.sync(classic_spark, trigger_seconds=0.5, **args)
-        try:
+    q = None
+    try:
+        with Writers(info, db, seed=5):
+            q = mysql_cdc.sync(classic_spark, trigger_seconds=0.5, **args)
             wait_until(lambda: _committed_phase(args["checkpoint"]) == "binlog" or not q.isActive, 300,
                        "a batch of the binlog phase committed")
             assert q.isActive, q.exception()
@@ -192,16 +201,22 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             checked = _by_table(first)
             assert sorted(checked) == mirrored
             assert sum(t.in_flux for t in first.tables) > 0  # the writers were caught in the act, and left out
-            # damage a table the writers leave alone while the sync runs, and one they write (a row the source
-            # never had): found, and only there; --repair: the running sync snapshots both again while the writers
-            # go on, and they verify clean
-            path = table_path(args["to"], TableId(db, "still"))
-            deltalake.DeltaTable(path).delete("id = 7")
-            t01 = deltalake.DeltaTable(table_path(args["to"], TableId(db, "t01_int")))
-            one = t01.to_pyarrow_table().slice(0, 1)
-            deltalake.write_deltalake(t01.table_uri, one.set_column(0, one.schema.field(0),
-                                                                    pa.array([10**6], one.schema.field(0).type)),
-                                      mode="append")
+        # the damage below is another writer's commit to the sync's tables: written while the sync merges into the
+        # same table, one of the two commits fails (delta-rs: "a concurrent transaction added new data"), and if it
+        # is the sync's, the sync stops. So it is written once the writers stopped and the sync applied all they wrote
+        last = binary_logs(profile)[-1]
+        wait_until(lambda: _committed_at(args["checkpoint"]) == last or not q.isActive, 120, "the sync caught up")
+        assert q.isActive, q.exception()
+        # a table the writers leave alone and one they write (a row the source never had): found, and only there;
+        # --repair: the running sync snapshots both again while the writers write again, and they verify clean
+        path = table_path(args["to"], TableId(db, "still"))
+        deltalake.DeltaTable(path).delete("id = 7")
+        t01 = deltalake.DeltaTable(table_path(args["to"], TableId(db, "t01_int")))
+        one = t01.to_pyarrow_table().slice(0, 1)
+        deltalake.write_deltalake(t01.table_uri, one.set_column(0, one.schema.field(0),
+                                                                pa.array([10**6], one.schema.field(0).type)),
+                                  mode="append")
+        with Writers(info, db, seed=6):
             second = _verify(classic_spark, args, recheck_seconds=2, repair=True, repair_seconds=300)
             assert second.repair is not None and second.repair.state == "done", second.lines()
             bad = {t.table.split(".", 1)[1]: t for t in second.repair.before}
@@ -210,5 +225,6 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             assert _by_table(second)["t01_int"].rows > 0 and _by_table(second)["still"].rows == 500
             assert second.ok, second.lines()
             assert q.isActive, q.exception()
-        finally:
+    finally:
+        if q is not None:
             q.stop()
