@@ -211,7 +211,7 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     from mysql_cdc.planner.plan import inspect_server as _inspect
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, capture_options
-    from mysql_cdc.udtf.spark.compat import check_pyspark
+    from mysql_cdc.udtf.spark.compat import check_pyspark, lake_formats, session_udf
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.verify import Verifier
 
@@ -238,7 +238,8 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
     finally:
         conn.close()
     verifier = Verifier(spark, profile, opts, facts, store, checkpoint, max_rows_per_second=max_rows_per_second,
-                        recheck_seconds=recheck_seconds, tinyint1_as_boolean=captured.tinyint1_as_boolean)
+                        recheck_seconds=recheck_seconds, tinyint1_as_boolean=captured.tinyint1_as_boolean,
+                        lakes=lake_formats(spark), udf=session_udf(spark))
     started = time.monotonic()
     report = _check_tables(verifier, store, checkpoint, profile, opts, lambda t: t in chosen, started)
     if not repair or report.ok:

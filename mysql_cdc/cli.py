@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -492,6 +493,7 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 
     import mysql_cdc
 
+    _verify_lake_jars(ns)
     spark = _local_spark(ns, "mysql-cdc verify")
     try:
         report = mysql_cdc.verify(spark, checkpoint=ns.checkpoint, state_dir=ns.state_dir, source=ns.source,
@@ -502,6 +504,43 @@ def cmd_verify(ns: argparse.Namespace) -> int:
         spark.stop()
     print(json.dumps(report.to_dict(), sort_keys=True) if ns.json else "\n".join(report.lines()))
     return 0 if report.ok else DIFFERS
+
+
+def _verify_lake_jars(ns: argparse.Namespace) -> None:
+    """Spark settings for verify to read the mirror as the sync wrote it (:func:`with_lake_jars`): with
+    ``--format iceberg`` Iceberg's runtime and the catalog of the mirror's tables (``--conf
+    spark.sql.catalog.<name>=...``, as for the sync); for Delta, Delta's jars where Delta ships them for this
+    pyspark and a mirror table needs them (Spark's Delta reads it at its version: a catalog's table, column
+    mapping, deletion vectors), else none (the Parquet files of plain tables are read: no jars to fetch)."""
+    from mysql_cdc.state.store import StateStore
+
+    store = StateStore(ns.state_dir)
+    locations = [loc for loc in (store.mirror(t) for t in store.recorded_schemas()) if loc]
+    if ns.format == "iceberg":
+        names = [loc for loc in locations if "://" not in loc and not loc.startswith(("/", "delta.`"))]
+        first = re.match(r"`((?:[^`]|``)*)`", names[0]) if names else None
+        if first is None:
+            raise ConfigError(f"no mirror table of the state dir {ns.state_dir!r} is in a catalog: --format iceberg "
+                              "verifies a sync into Iceberg tables (drop it for Delta)")
+        ns.to = f"`{first.group(1)}`.mirror"  # its catalog is what with_lake_jars checks
+    elif not any(_needs_spark_delta(loc) for loc in locations):
+        ns.writer = "delta-rs"  # plain Parquet files: read without Delta's jars
+    with_lake_jars(ns, say=False)
+
+
+def _needs_spark_delta(location: str) -> bool:
+    """Whether verify needs Spark's Delta to read a mirror table: one Spark's Delta wrote by name or in a
+    catalog, or one whose log delta-rs cannot open here or that uses more than plain Parquet files."""
+    if location.startswith("delta.`") or ("://" not in location and not location.startswith("/")):
+        return True
+    try:
+        from deltalake import DeltaTable
+
+        from mysql_cdc.udtf.sync.verify import local_path, plain_features
+
+        return bool(plain_features(DeltaTable(local_path(location))))
+    except Exception:  # delta-rs missing, or a log it cannot open: Spark's Delta may
+        return True
 
 
 def cmd_resnapshot(ns: argparse.Namespace) -> int:
@@ -530,12 +569,12 @@ def cmd_resnapshot(ns: argparse.Namespace) -> int:
     return 0 if now.state == "done" or not ns.wait_seconds else DIFFERS
 
 
-def with_lake_jars(ns: argparse.Namespace) -> None:
+def with_lake_jars(ns: argparse.Namespace, say: bool = True) -> None:
     """Add the format's Spark jars, SQL extension (and for Delta its catalog) to the sync's Spark settings
     (``--conf``): for Iceberg always (Iceberg has runtimes for Spark 4.0 and 4.1; the target's catalog is the
     user's, checked here), for Delta when ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta
-    has jars for this pyspark. The writer is said in one line on stdout (stderr is for errors). Settings the user
-    gave win."""
+    has jars for this pyspark. The writer is said in one line on stdout (stderr is for errors) unless not
+    ``say`` (verify: its stdout is the report). Settings the user gave win."""
     import pyspark
 
     from mysql_cdc.udtf.sync.sinks import delta_artifact, iceberg_artifact, parse_target
@@ -553,20 +592,21 @@ def with_lake_jars(ns: argparse.Namespace) -> None:
                               "spark.sql.catalog.lake.type=hadoop --conf spark.sql.catalog.lake.warehouse=/lake")
         catalog = target.catalog()
         if f"spark.sql.catalog.{catalog}" not in given:
-            raise ConfigError(f"the catalog {catalog!r} of --to {ns.to!r} is not set: give it, e.g. --conf "
+            raise ConfigError(f"the catalog {catalog!r} of the mirror {ns.to!r} is not set: give it, e.g. --conf "
                               f"spark.sql.catalog.{catalog}=org.apache.iceberg.spark.SparkCatalog --conf "
                               f"spark.sql.catalog.{catalog}.type=rest|hadoop|glue|hive and its uri= or warehouse=")
         packages = dict(ns.conf).get("spark.jars.packages", "")
         if artifact is None and "iceberg-spark-runtime" not in packages:
+            instead = "use --format delta" if say else "verify from pyspark 4.0 or 4.1"
             raise ConfigError(f"Apache Iceberg ships no Spark runtime for pyspark {pyspark.__version__} (it does for "
-                              "4.0 and 4.1): use --format delta, or give the runtime with --conf "
-                              "spark.jars.packages=...")
+                              f"4.0 and 4.1): {instead}, or give the runtime with --conf spark.jars.packages=...")
         conf = [("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")]
         ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]
         if artifact is not None and "iceberg-spark-runtime" not in packages:
             _add_package(ns, artifact)
-        print(f"mysql-cdc: Iceberg tables written by Spark ({artifact or 'the runtime given'}), merged on the "
-              "executors", flush=True)
+        if say:
+            print(f"mysql-cdc: Iceberg tables written by Spark ({artifact or 'the runtime given'}), merged on the "
+                  "executors", flush=True)
         return
     artifact = delta_artifact(pyspark.__version__)
     if ns.writer == "delta-rs" or "spark.sql.extensions" in given:
@@ -576,15 +616,17 @@ def with_lake_jars(ns: argparse.Namespace) -> None:
             raise ConfigError(f"--writer spark needs Delta Lake's jars for pyspark {pyspark.__version__}, and Delta "
                               "ships none for it (it does for 4.0, 4.1 and 4.2): use --writer delta-rs, or give "
                               "the jars with --conf spark.jars.packages=... --conf spark.sql.extensions=...")
-        print(f"mysql-cdc: Delta tables written by delta-rs (Delta Lake has no Spark jars for pyspark "
-              f"{pyspark.__version__})", flush=True)
+        if say:
+            print(f"mysql-cdc: Delta tables written by delta-rs (Delta Lake has no Spark jars for pyspark "
+                  f"{pyspark.__version__})", flush=True)
         return
     conf = [("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
             ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")]
     ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]
     if "delta-spark" not in dict(ns.conf).get("spark.jars.packages", ""):
         _add_package(ns, artifact)
-    print(f"mysql-cdc: Delta tables written by Spark ({artifact}), merged on the executors", flush=True)
+    if say:
+        print(f"mysql-cdc: Delta tables written by Spark ({artifact}), merged on the executors", flush=True)
 
 
 def _add_package(ns: argparse.Namespace, artifact: str) -> None:
@@ -782,9 +824,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "again, wait for it, and verify them again")
     v.add_argument("--repair-seconds", type=float, default=600.0,
                    help="how long --repair waits for the sync's new snapshot (default 600)")
+    v.add_argument("--format", choices=("delta", "iceberg"), default="delta",
+                   help="the mirror's format, as the sync was given it (Iceberg: give its catalog with --conf as "
+                   "for the sync)")
     v.add_argument("--json", action="store_true", help="print the report as one JSON object")
     _spark_arguments(v)
-    v.set_defaults(fn=cmd_verify, table=None, chunk_key=None)
+    v.set_defaults(fn=cmd_verify, table=None, chunk_key=None, writer="auto")
     r = sub.add_parser("resnapshot", help="have a sync snapshot tables again while it runs (or when it next "
                        "starts), without stopping it; or say where such a request stands")
     r.add_argument("--state-dir", required=True, help="the sync's state directory")

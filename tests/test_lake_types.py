@@ -95,7 +95,7 @@ def test_on_a_spark_without_delta_jars_a_catalog_target_is_refused_with_the_fix(
     with_lake_jars(ns)
     assert ns.conf == []  # auto on 4.3: delta-rs, no jars
     iceberg = {"format": "iceberg", "writer": "auto", "to": "lake.m"}
-    with pytest.raises(ConfigError, match="the catalog 'lake' of --to 'lake.m' is not set"):
+    with pytest.raises(ConfigError, match="the catalog 'lake' of the mirror 'lake.m' is not set"):
         with_lake_jars(argparse.Namespace(**iceberg, conf=[]))
     with pytest.raises(ConfigError, match="Apache Iceberg ships no Spark runtime for pyspark 4.3"):
         with_lake_jars(argparse.Namespace(**iceberg, conf=[("spark.sql.catalog.lake", "x")]))

@@ -23,11 +23,12 @@ import pyspark
 import pytest
 
 import mysql_cdc
+from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.spark.compat import admission_control
-from mysql_cdc.udtf.sync.sinks import delta_artifact, iceberg_artifact
+from mysql_cdc.udtf.sync.sinks import delta_artifact, iceberg_artifact, parse_target
 from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import give_server_profile, insert_rows, profile_url
 from tests.servers import ServerInfo
@@ -262,15 +263,22 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
     with pytest.raises(TableError, match="uses column mapping") as refused:
         DeltaMirror(to, parse_options({"state_dir": state}), state).prepare(captured_schemas(StateStore(state)))
     assert f"{db}.b" in str(refused.value) and "Spark's Delta" in str(refused.value)
-    # verify on this Spark: a (plain Parquet files) agrees with its source; b, with column mapping, is not checked
-    # and says why (c was snapshotted again: a table made for it)
+    # verify on this Spark, which reads the tables with Spark's Delta at their pinned version (the CLI loads its
+    # jars): a and c agree with their source, c with column mapping too; b (column mapping, its column renamed) has
+    # one row changed behind the sync's back (not in the binlog), and that one alone is named (a plain Parquet
+    # read would see the renamed column as NULLs, and every row differ)
+    root.cursor().execute("SET sql_log_bin = 0")
+    root.cursor().execute("UPDATE b SET w = w + 1000 WHERE k = 'k00003'")
+    root.cursor().execute("SET sql_log_bin = 1")
     run = subprocess.run([sys.executable, "-m", "mysql_cdc", "verify", "--source", "src", "--checkpoint", ck,
                           "--state-dir", state, "--master", "local[2]", "--recheck-seconds", "0", "--json"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 3, run.stdout + run.stderr
     checks = {t["table"].split(".", 1)[1]: t for t in json.loads(run.stdout)["tables"]}
-    assert checks["a"]["rows"] > 0 and not checks["a"]["not_checked"] and not checks["a"]["differing"], checks["a"]
-    assert "columnMapping" in checks["b"]["not_checked"], checks["b"]
+    for t in TABLES:
+        assert checks[t]["rows"] == sum(_source(info, db, t, KEYS[t]).values()) > 0, checks[t]
+        assert not checks[t]["not_checked"], checks[t]
+        assert (checks[t]["changed"], checks[t]["differing"]) == ((["'k00003'"], 1) if t == "b" else ([], 0)), checks[t]
 
 
 CATALOG_SYNC = """
@@ -307,6 +315,9 @@ for t in ("a", "b", "c"):
     out.setdefault("types", {})[t] = spark.table(name).dtypes
     detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
     out.setdefault("owner", {})[t] = (detail["properties"] or {}).get("mysql_cdc.sync")
+if phase == "sync":  # verify, from this session: the catalog's tables read by Spark's Delta at their version
+    out["verify"] = mysql_cdc.verify(spark, checkpoint=work + "/ck", state_dir=work + "/state", source="src",
+                                     recheck_seconds=0).to_dict()
 print(json.dumps(out))
 """
 
@@ -353,6 +364,10 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
         got = collections.Counter(tuple(r) for r in second["tables"][t])
         assert got == _source(info, db, t, cols), t
     assert second["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
+    checks = {c["table"].split(".", 1)[1]: c for c in second["verify"]["tables"]}
+    for t in TABLES:
+        assert checks[t]["rows"] == len(second["tables"][t]) > 0 and not checks[t]["not_checked"], checks[t]
+        assert not checks[t]["differing"], checks[t]
     # the rewrite kept the table's owner (the capture's sync id), which the next run checks
     assert second["owner"] == first["owner"] and len(set(first["owner"].values())) == 1 and first["owner"]["a"]
     history = glob.glob(str(tmp_path / "warehouse" / f"mirror_{db}.db" / "*" / "_delta_log"))
@@ -396,6 +411,13 @@ last = max(int(b) for a, b, _ in out["marks"]["a"] if a == app)
 mirror = SparkIcebergMirror(spark, parse_target("lake.mirror_{database}"), parse_options({"state_dir": state}), state)
 out["replayed"] = mirror._exactly_once(spark, TableId(db, "a"), app, last, f"DELETE FROM lake.mirror_{db}.a")
 out["rows_after_replay"] = spark.table(f"lake.mirror_{db}.a").count()
+main = spark.sql(f"SELECT snapshot_id FROM lake.mirror_{db}.b.refs WHERE name = 'main'").collect()[0][0]
+out["b_at_main"] = spark.sql(f"SELECT * FROM lake.mirror_{db}.b VERSION AS OF {main}").columns
+# verify, from this session (Iceberg's catalog): clean, then a row deleted behind the sync's back is named
+out["verify"] = mysql_cdc.verify(spark, checkpoint=ck, state_dir=state, source="src", recheck_seconds=0).to_dict()
+spark.sql(f"DELETE FROM lake.mirror_{db}.a WHERE id = 5")
+out["damaged"] = mysql_cdc.verify(spark, checkpoint=ck, state_dir=state, source="src", tables=db + "[.]a",
+                                  recheck_seconds=0).to_dict()
 print(json.dumps(out, default=str))
 """
 
@@ -440,6 +462,7 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     _change(root, 80)
     root.cursor().execute("ALTER TABLE b RENAME COLUMN v TO w")
     root.cursor().execute("UPDATE b SET w = w + 5 WHERE k < 'k00010'")
+    root.cursor().execute("ALTER TABLE b ADD COLUMN z INT NULL")  # and no row of b after it: no snapshot has z
     # a name freed and taken again in one statement: the capture snapshots the table again (its mirror emptied,
     # given the new columns, refilled)
     root.cursor().execute("ALTER TABLE c RENAME COLUMN v TO w, ADD COLUMN v INT NULL")
@@ -452,11 +475,26 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     # both schema changes in place: one Iceberg schema update each, no rows rewritten
     assert f"mirror of {db}.a: columns now ['id', 'v', 'n'] (in place)" in said, _tail(log)
     assert f"mirror of {db}.b: columns now ['k', 'w'] (in place)" in said, _tail(log)
+    assert f"mirror of {db}.b: columns now ['k', 'w', 'z'] (in place)" in said, _tail(log)
     assert f"mirror of {db}.c: columns now ['x', 'y', 'w', 'v'] (in place)" in said, _tail(log)
     assert "reset" in [e.action for e in StateStore(state).history(TableId(db, "c"))]
+    # `mysql-cdc verify --format iceberg` takes the catalog of the mirror's tables from the state dir and loads
+    # Iceberg's runtime as the sync does (its stdout stays the report's); the API's verify runs below
+    from mysql_cdc.cli import _verify_lake_jars
+
+    ns = argparse.Namespace(format="iceberg", writer="auto", state_dir=state, conf=[
+        ("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")])
+    _verify_lake_jars(ns)
+    assert parse_target(ns.to).catalog() == "lake", ns.to
+    assert "IcebergSparkSessionExtensions" in dict(ns.conf)["spark.sql.extensions"]
+    assert dict(ns.conf)["spark.jars.packages"] == iceberg_artifact(pyspark.__version__)
+    with pytest.raises(ConfigError, match="catalog 'lake' .* is not set"):
+        _verify_lake_jars(argparse.Namespace(format="iceberg", writer="auto", state_dir=state, conf=[]))
     script = tmp_path / "read_iceberg.py"
     script.write_text(ICEBERG_READ)
-    got = subprocess.run([sys.executable, str(script), db, warehouse, ck, state], env=_repo_env(True),
+    env = _repo_env(True)
+    env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
+    got = subprocess.run([sys.executable, str(script), db, warehouse, ck, state], env=env,
                          cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
     assert got.returncode == 0, got.stderr[-3000:]
     out = json.loads(got.stdout.strip().splitlines()[-1])
@@ -473,10 +511,19 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
         assert any(b in snapshot for b in ops), (t, snapshot, ops)
         assert all((op == "append") == (b in snapshot) for b, op in ops.items()), (t, snapshot, ops)
     assert out["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
-    assert out["types"]["b"] == [["k", "string"], ["w", "int"]]
+    assert out["types"]["b"] == [["k", "string"], ["w", "int"], ["z", "int"]]
+    assert out["b_at_main"] == ["k", "w"]  # b's current snapshot is read with its own columns: verify reads b as it is
     assert out["types"]["c"] == [["x", "int"], ["y", "int"], ["w", "int"], ["v", "int"]]
     assert out["replayed"] is False and out["rows_after_replay"] == len(out["tables"]["a"])
     assert len(set(out["owner"].values())) == 1 and out["owner"]["a"]
+    # verify reads each Iceberg table at its current snapshot: every one agrees with its source; the row deleted
+    # from a's mirror is named
+    checks = {c["table"].split(".", 1)[1]: c for c in out["verify"]["tables"]}
+    for t in TABLES:
+        assert checks[t]["rows"] == len(out["tables"][t]) and not checks[t]["not_checked"], checks[t]
+        assert not checks[t]["differing"], checks[t]
+    (damaged,) = out["damaged"]["tables"]
+    assert damaged["missing"] == ["5"] and damaged["differing"] == 1, damaged
     for t in TABLES:  # identifier fields = the primary key, in the table's current schema
         metas = sorted(glob.glob(os.path.join(warehouse, f"mirror_{db}", t, "metadata", "v*.metadata.json")),
                        key=lambda f: int(os.path.basename(f)[1:].split(".")[0]))

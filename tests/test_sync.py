@@ -489,6 +489,19 @@ def test_sync_over_spark_connect_mirrors_the_tables(
                            source="server_only", chunk_size=200)
         assert q.awaitTermination(300) and q.exception() is None, q.exception()
         assert _check_mirror(info, db, to, some) >= len(some)
+        # verify from the same client: the source read from this process (the client's profile), the mirror by
+        # the server's Spark
+        report = mysql_cdc.verify(spark, checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "state"),
+                                  source="src", profiles={"src": profile_url(profile)}, recheck_seconds=0)
+        assert report.ok and sorted(t.table for t in report.tables) == [f"{db}.{t}" for t in some], report.lines()
+        assert all(t.rows > 0 for t in report.tables), report.lines()
+        mirror = deltalake.DeltaTable(table_path(to, TableId(db, "t01_int")))
+        gone = min(mirror.to_pyarrow_table().column("id").to_pylist())
+        mirror.delete(f"id = {gone}")  # behind the sync's back
+        report = mysql_cdc.verify(spark, checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "state"),
+                                  source="src", tables=f"{db}[.]t01_int", profiles={"src": profile_url(profile)},
+                                  recheck_seconds=0)
+        assert not report.ok and report.tables[0].missing == (str(gone),), report.lines()
     finally:
         if remote is not None:
             remote.stop()

@@ -43,6 +43,24 @@ def test_a_doubles_text_reads_back_to_it_where_the_server_writes_every_digit(x: 
     assert float(cs.double_text(x, "mariadb")) == x
 
 
+@given(st.lists(st.booleans(), min_size=1, max_size=8), st.lists(st.booleans(), max_size=5), st.data())
+def test_an_iceberg_snapshot_holds_the_batches_of_its_own_line(old: list[bool], new: list[bool],
+                                                                data: st.DataObject) -> None:
+    """``held_batch``: snapshots in a line (each marked with its batch or not, as a sync's batches and its
+    unmarked schema changes are), then perhaps a ``REPLACE`` that starts a new line; the table's ``main`` at any
+    of them (a rollback leaves the later ones off its line): it holds the highest marked batch at or before it
+    in its line, and every batch before a new line, and never a batch of another query."""
+    snaps = []
+    line = [*((i, i - 1 if i else None, m) for i, m in enumerate(old)),
+            *((len(old) + j, None if j == 0 else len(old) + j - 1, m) for j, m in enumerate(new))]
+    for sid, parent, marked in line:
+        snaps.append((sid, parent, sid, "q" if marked else None, sid if marked else None))
+    snaps.append((99, None, 99, "other", 99))  # another query's commit: never counted
+    current = data.draw(st.integers(0, len(line) - 1))
+    want = max((sid for sid, _, marked in line[:current + 1] if marked), default=-1)
+    assert verify_mod.held_batch(snaps, current, "q") == want
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(finite | widened | st.sampled_from([1e15, 1e16, 1e-15, 1e-16, 5e-324, 1.7976931348623157e308,
                                                     -2.2250738585072014e-308, 123456789012345678.0]),

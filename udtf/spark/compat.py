@@ -144,3 +144,15 @@ def lake_formats(spark: Any) -> tuple[str, ...]:
     """The lakehouse formats this session writes with Spark (``delta``, ``iceberg``), for
     ``udtf/sync/sinks.choose_writer``."""
     return tuple(f for f, has in (("delta", delta_in_session), ("iceberg", iceberg_in_session)) if has(spark))
+
+
+def session_udf(spark: Any) -> Any:
+    """``pyspark.sql.functions.udf`` for the kind of session ``spark`` is: a classic install also ships Spark
+    Connect's client, and its classic ``udf`` fails in a process with no classic session (a Connect client's)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.functions import udf as connect_udf
+
+        return connect_udf
+    from pyspark.sql.functions import udf
+
+    return udf

@@ -253,8 +253,9 @@ def mirror_key(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str
     return f"hex({_mirror_join(cols, tinyint1_as_boolean)})"
 
 
-def mirror_sum(row_hash: str) -> str:
-    return f"sum(CAST(conv(substr({row_hash}, 1, 16), 16, 10) AS DECIMAL(38,0)))"
+def mirror_value(row_hash: str) -> str:
+    """Spark SQL for the number a row hash adds to its bucket's sum: the same as :func:`source_value`."""
+    return f"CAST(conv(substr({row_hash}, 1, 16), 16, 10) AS DECIMAL(38,0))"
 
 
 def mirror_bucket(key_cols: list[ColumnInfo], tinyint1_as_boolean: bool = False, buckets: int = BUCKETS) -> str:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -51,7 +52,8 @@ from mysql_cdc.udtf.convert import binlog_row_converter, columns_to_batch, table
 from mysql_cdc.udtf.snapshot.reader import snapshot_position
 from mysql_cdc.udtf.sync import checksum as cs
 from mysql_cdc.udtf.sync.job import batch_end, committed_batches, query_app_id
-from mysql_cdc.udtf.sync.lake_types import to_lake
+from mysql_cdc.udtf.sync.lake_types import Format, to_lake
+from mysql_cdc.udtf.sync.sinks import quote
 
 _log = logging.getLogger("mysql_cdc.verify")
 _KEYS_PER_QUERY = 500
@@ -215,43 +217,164 @@ def repair_tables(report: VerifyReport, store: StateStore, checkpoint: str, time
 
 @dataclass(frozen=True)
 class PinnedMirror:
-    """A mirror table at one version: its rows (a Spark DataFrame) and the binlog point they equal."""
+    """A mirror table at one version: its rows (a Spark DataFrame), the binlog point they equal, and its format
+    (``lake_types``: how its columns hold the capture's values)."""
 
     rows: Any
     point: BinlogOffset
     batch: int
+    fmt: Format = "delta"
+    still: Callable[[], bool] | None = None  # whether the table is still at the version read (rows read as it is now)
 
 
-def pin_delta_rs(spark: Any, location: str, app_id: str, checkpoint: str, table: TableId) -> PinnedMirror:
-    """A Delta table (delta-rs or Spark wrote it) at its current version, read by Spark from the version's
-    Parquet files (a Spark without Delta's classes reads what delta-rs wrote: no deletion vectors, no column
-    mapping, no partitions; refused otherwise)."""
-    from deltalake import DeltaTable
-
-    before = committed_batches(checkpoint)
-    dt = DeltaTable(location)
-    proto = dt.protocol()
-    features = set(proto.reader_features or ()) - _PLAIN_FEATURES
-    # reader version 2 is column mapping without a features list (Spark's Delta sets it for a rename or a drop)
-    mapping = dt.metadata().configuration.get("delta.columnMapping.mode", "none")
-    if mapping not in ("none", None) or proto.min_reader_version == 2:
-        features.add("columnMapping")
-    if features or dt.metadata().partition_columns:
-        raise VerifyError(f"the mirror of {str(table)!r} at {location!r} uses Delta features a plain Parquet read "
-                          f"cannot follow ({sorted(features) or 'partitions'}): verify it from a Spark with Delta")
-    held = dt.transaction_version(app_id)
-    batch = max(before, -1 if held is None else int(held))
+def _pinned(rows: Any, checkpoint: str, before: int, held: int, table: TableId, where: str,
+            fmt: Format) -> PinnedMirror:
+    """The rows of a mirror table at one version, which holds the sync's batches up to ``held`` (-1: none) and at
+    least those the checkpoint committed ``before`` it was read: pinned at the binlog point that batch ends at."""
+    batch = max(before, held)
     if batch < 0:
-        raise VerifyError(f"the sync has committed no batch to {location!r} yet: run it first")
+        raise VerifyError(f"the sync has committed no batch to {where!r} yet: run it first")
     end = batch_end(checkpoint, batch)
     if end.get("phase") != "binlog":
         raise VerifyError(f"the mirror of {str(table)!r} is at batch {batch}, which ends in a snapshot (chunk "
                           f"{end.get('chunk')} of {end.get('chunks')}): verify once the sync follows the binlog")
-    point = BinlogOffset(str(end["file"]), int(end["pos"]), end.get("gtids"), "position")
+    return PinnedMirror(rows, BinlogOffset(str(end["file"]), int(end["pos"]), end.get("gtids"), "position"), batch,
+                        fmt)
+
+
+def local_path(location: str) -> str:
+    """A ``file:`` URI (as Spark's catalog gives a table's location) as the local path delta-rs opens; other
+    locations as they are.
+
+    >>> [local_path(u) for u in ("file:/w/t", "file:///w/my%20t", "file://localhost/w/t", "s3://b/t")]
+    ['/w/t', '/w/my t', '/w/t', 's3://b/t']
+    """
+    if not location.startswith("file:"):
+        return location
+    parsed = urllib.parse.urlparse(location)
+    return urllib.parse.unquote(parsed.path)
+
+
+def plain_features(dt: Any) -> list[str]:
+    """What a Delta table (delta-rs's ``DeltaTable``) uses that a read of its Parquet files alone cannot follow:
+    reader features beyond :data:`_PLAIN_FEATURES`, column mapping (reader version 2 without a features list is
+    column mapping: Spark's Delta sets it for a rename or a drop), partitions."""
+    proto = dt.protocol()
+    features = set(proto.reader_features or ()) - _PLAIN_FEATURES
+    mapping = dt.metadata().configuration.get("delta.columnMapping.mode", "none")
+    if mapping not in ("none", None) or proto.min_reader_version == 2:
+        features.add("columnMapping")
+    return sorted(features) + (["partitions"] if dt.metadata().partition_columns else [])
+
+
+def pin_delta(spark: Any, name: str, location: str, app_id: str, checkpoint: str, table: TableId,
+              spark_reads_delta: bool = False) -> PinnedMirror:
+    """A Delta table (delta-rs or Spark wrote it; ``name`` its SQL text: ``delta.`<folder>``` or a catalog's
+    name) at its current version, with the batch it holds (its ``txn`` of the query), both from its log by
+    delta-rs; its rows read by Spark's Delta at that version where the session has Delta (``spark_reads_delta``:
+    every table feature, column mapping too), else from the version's Parquet files (what delta-rs writes; a
+    table with more is refused). Where delta-rs cannot open the log (not installed, an object store it has no
+    credentials for) and Spark reads Delta: the version from Spark's ``DESCRIBE HISTORY`` and no batch known, so
+    the table is pinned at the checkpoint's last batch before it (a point at or before the rows', which the keys
+    in flux cover)."""
+    before = committed_batches(checkpoint)
+    try:
+        from deltalake import DeltaTable
+
+        dt = DeltaTable(local_path(location))
+    except Exception as e:  # ImportError, or a location delta-rs cannot open
+        if not spark_reads_delta:
+            if isinstance(e, ImportError):
+                raise VerifyError("verify reads a Delta table's log with delta-rs, which this Python lacks: pip "
+                                  "install 'pyspark-mysql-cdc[delta]' (or verify from a Spark with Delta's jars)"
+                                  ) from e
+            raise
+        version = int(spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"])
+        rows = spark.sql(f"SELECT * FROM {name} VERSION AS OF {version}")
+        return _pinned(rows, checkpoint, before, -1, table, location, "delta")
+    held = dt.transaction_version(app_id)
+    if spark_reads_delta:
+        rows = spark.sql(f"SELECT * FROM {name} VERSION AS OF {int(dt.version())}")
+        return _pinned(rows, checkpoint, before, -1 if held is None else int(held), table, location, "delta")
+    features = plain_features(dt)
+    if features:
+        raise VerifyError(f"the mirror of {str(table)!r} at {location!r} uses Delta features a plain Parquet read "
+                          f"cannot follow ({features}): verify it from a Spark with Delta (the CLI loads Delta's "
+                          "jars where Delta ships them: pyspark 4.0 to 4.2)")
     files = dt.file_uris()
     schema = _spark_schema_of(dt.schema().to_arrow() if hasattr(dt.schema(), "to_arrow") else dt.schema())
     rows = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
-    return PinnedMirror(rows, point, batch)
+    return _pinned(rows, checkpoint, before, -1 if held is None else int(held), table, location, "delta")
+
+
+def _iceberg_current(spark: Any, name: str) -> int | None:
+    """The snapshot the Iceberg table's ``main`` branch is at (``None``: no snapshot yet)."""
+    got = spark.sql(f"SELECT snapshot_id FROM {name}.`refs` WHERE name = 'main'").collect()
+    return int(got[0][0]) if got else None
+
+
+def held_batch(snapshots: list[tuple[int, int | None, Any, str | None, int | None]], current: int,
+               app_id: str) -> int:
+    """The highest batch of query ``app_id`` that the Iceberg snapshot ``current`` holds, from the table's
+    snapshots as (id, parent id, committed at, app, batch): those of its ancestors, and where the line of parents
+    ends (a ``REPLACE`` starts a new one) every snapshot committed before that end; -1 if none is marked. A
+    snapshot off the line (after a rollback) does not count.
+
+    >>> snaps = [(1, None, 1, "q", 0), (2, 1, 2, "q", 1), (3, 2, 3, "q", 2), (4, 2, 4, None, None)]
+    >>> held_batch(snaps, 4, "q"), held_batch(snaps, 3, "q"), held_batch(snaps, 3, "other")
+    (1, 2, -1)
+    >>> held_batch([(1, None, 1, "q", 5), (7, None, 2, None, None)], 7, "q")  # a REPLACE after batch 5
+    5
+    """
+    by_id = {s[0]: s for s in snapshots}
+    line: list[int] = []
+    at: int | None = current
+    while at is not None and at in by_id and at not in line:
+        line.append(at)
+        at = by_id[at][1]
+    first = by_id[line[-1]][2] if line else None
+    held = [s[4] for s in snapshots if s[3] == app_id and s[4] is not None
+            and (s[0] in line or (first is not None and s[2] < first))]
+    return max(held, default=-1)
+
+
+def pin_iceberg(spark: Any, name: str, app_id: str, checkpoint: str, table: TableId) -> PinnedMirror:
+    """An Iceberg table at the snapshot its ``main`` branch is at, with the highest batch of the query its line of
+    snapshots carries (:func:`held_batch`; ``spark_mirror.SparkIcebergMirror`` marks each commit with the query
+    and the batch). The table is refreshed first: a catalog keeps a loaded table for a while, and a batch the
+    checkpoint committed must not be taken for held by an older snapshot. A schema change the sync made in place
+    (an Iceberg schema update makes no snapshot) after that snapshot: the snapshot's rows are read with the
+    table's current columns, and the check holds only if the table is still at that snapshot when it is done
+    (``PinnedMirror.still``)."""
+    from mysql_cdc.udtf.sync.spark_mirror import APP_PROPERTY, BATCH_PROPERTY, _literal
+
+    before = committed_batches(checkpoint)
+    spark.sql(f"REFRESH TABLE {name}")
+    current = _iceberg_current(spark, name)
+    if current is None:
+        raise VerifyError(f"the sync has committed no batch to {name} yet: run it first")
+    snaps = [(int(r[0]), None if r[1] is None else int(r[1]), r[2], r[3], None if r[4] is None else int(r[4]))
+             for r in spark.sql(f"SELECT snapshot_id, parent_id, committed_at, summary[{_literal(APP_PROPERTY)}], "
+                                f"CAST(summary[{_literal(BATCH_PROPERTY)}] AS BIGINT) FROM {name}.`snapshots`"
+                                ).collect()]
+    rows = spark.sql(f"SELECT * FROM {name} VERSION AS OF {current}")
+    now = spark.table(name)
+    pinned = _pinned(rows, checkpoint, before, held_batch(snaps, current, app_id), table, name, "iceberg")
+    if rows.dtypes != now.dtypes:
+        def still() -> bool:
+            spark.sql(f"REFRESH TABLE {name}")
+            return _iceberg_current(spark, name) == current
+
+        pinned = replace(pinned, rows=now, still=still)
+    return pinned
+
+
+def catalog_format(spark: Any, name: str) -> str:
+    """The format of the catalog table ``name``: its provider (``delta``, ``iceberg``), from the detailed part
+    of ``DESCRIBE TABLE EXTENDED`` (after its columns, one of which may be named ``Provider``)."""
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    detail = next((i for i, r in enumerate(rows) if str(r[0]).strip() == "# Detailed Table Information"), len(rows))
+    return next((str(r[1]).strip().lower() for r in rows[detail:] if str(r[0]).strip() == "Provider"), "")
 
 
 def _spark_schema_of(arrow_schema: Any) -> Any:
@@ -371,27 +494,29 @@ def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFact
 
 # ---- the mirror's side ----
 
-def _register(spark: Any, flavor: str) -> None:
-    """The session function that writes a double as the server does (:func:`checksum.double_text`)."""
-    from pyspark.sql.functions import udf
+def _register(spark: Any, flavor: str, udf: Callable[..., Any]) -> None:
+    """The session function that writes a double as the server does (:func:`checksum.double_text`); ``udf`` is
+    the session's kind's (``udtf/spark/compat.session_udf``)."""
 
     def double_text(x: float | None) -> str | None:
         return None if x is None else cs.double_text(x, flavor)
 
-    spark.udf.register(cs.DOUBLE_FUNCTION, udf(double_text, "string", useArrow=True))
+    from pyspark.sql.types import StringType  # a type, not its name: parsing "string" needs a classic session
+
+    spark.udf.register(cs.DOUBLE_FUNCTION, udf(double_text, StringType(), useArrow=True))
 
 
-_K, _H, _B, _N, _S = (f"__mysql_cdc_{n}" for n in ("key", "row_hash", "bucket", "rows", "sum"))
+_K, _H, _B, _S = (f"__mysql_cdc_{n}" for n in ("key", "row_hash", "bucket", "sum"))
 
 
 def mirror_buckets(rows: Any, schema: TableSchema, b1: bool) -> dict[int, tuple[int, int]]:
-    """Per bucket: (rows, sum of row hashes) of the mirror table, one Spark job."""
-    from pyspark.sql import functions as F
-
+    """Per bucket: (rows, sum of row hashes) of the mirror table, one Spark job (SQL text only: no
+    ``pyspark.sql.functions``, whose classic module a Spark Connect client beside a classic install cannot use)."""
     sums = (rows.selectExpr(f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}",
-                            f"{cs.mirror_row(list(schema.columns), b1)} AS {_H}")
-            .groupBy(_B).agg(F.count(F.lit(1)).alias(_N), F.expr(cs.mirror_sum(_H)).alias(_S)))
-    return {int(r[_B]): (int(r[_N]), int(r[_S])) for r in sums.collect()}
+                            f"{cs.mirror_value(cs.mirror_row(list(schema.columns), b1))} AS {_S}")
+            .groupBy(_B).agg({"*": "count", _S: "sum"}))
+    n, total = (next(c for c in sums.columns if c.startswith(f)) for f in ("count(", "sum("))  # in no set order
+    return {int(r[_B]): (int(r[n]), int(r[total])) for r in sums.collect()}
 
 
 def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, *, buckets: Iterable[int] = (),
@@ -400,8 +525,6 @@ def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, 
     """key text (hex) -> (row hash, key values) of the mirror rows in ``buckets`` or with one of ``keys`` (joined on
     the key columns: a key's values as the mirror holds them, ``lake_types``); a key the mirror holds more than
     once goes into ``twice``."""
-    from pyspark.sql import functions as F
-
     key_names = [f"__mysql_cdc_key{i}" for i in range(len(schema.primary_key))]
     picked = rows.selectExpr(f"{cs.mirror_key(_key_columns(schema), b1)} AS {_K}",
                              f"{cs.mirror_row(list(schema.columns), b1)} AS {_H}",
@@ -410,7 +533,8 @@ def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, 
     out: dict[str, tuple[str, tuple[Any, ...]]] = {}
     wanted = sorted(set(buckets))
     if wanted:
-        for r in picked.filter(F.col(_B).isin(wanted)).select(_K, _H, *key_names).collect():
+        for r in picked.filter(f"{_B} IN ({', '.join(str(int(b)) for b in wanted)})").select(_K, _H, *key_names
+                                                                                            ).collect():
             if r[0] in out and twice is not None:
                 twice[r[0]] = tuple(r[2:])
             out[r[0]] = (r[1], tuple(r[2:]))
@@ -500,35 +624,66 @@ def _diff(src: dict[str, tuple[str, tuple[Any, ...]]], mir: dict[str, tuple[str,
     return d
 
 
+def _still(mirror: PinnedMirror, table: TableId) -> None:
+    """A mirror read as it is now (``PinnedMirror.still``) that changed while it was read is not checked."""
+    if mirror.still is not None and not mirror.still():
+        raise VerifyError(f"the mirror of {str(table)!r} changed while it was read (its columns changed in place "
+                          "after its last snapshot, and a batch came since): verify it again")
+
+
 class Verifier:
     """Verifies one sync's mirror tables (see the module docstring)."""
 
     def __init__(self, spark: Any, profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts,
                  store: StateStore, checkpoint: str, *, max_rows_per_second: float = 0.0,
-                 recheck_seconds: float = 30.0, tinyint1_as_boolean: bool = False) -> None:
+                 recheck_seconds: float = 30.0, tinyint1_as_boolean: bool = False,
+                 lakes: tuple[str, ...] = (), udf: Callable[..., Any] | None = None) -> None:
         self.spark, self.profile, self.opts, self.facts = spark, profile, opts, facts
+        self.lakes = lakes  # the formats the session reads with Spark (``udtf/spark/compat.lake_formats``)
         self.store, self.checkpoint = store, checkpoint
         self.limit, self.recheck_seconds = max_rows_per_second, recheck_seconds
         self.app_id = query_app_id(checkpoint)
         self.b1 = tinyint1_as_boolean  # as the capture recorded it (capture.json)
-        _register(spark, facts.flavor)
+        if udf is None:
+            from pyspark.sql.functions import udf as classic_udf
+
+            udf = classic_udf
+        _register(spark, facts.flavor, udf)
 
     def pin(self, table: TableId) -> PinnedMirror:
+        """The table's mirror at its current version. Where it is: a folder delta-rs writes (a path), one Spark's
+        Delta writes (``delta.`<folder>```), or a catalog's table (Delta or Iceberg, read by the session's
+        catalog, as the sync wrote it)."""
         location = self.store.mirror(table)
         if location is None:
             raise VerifyError(f"the sync has not made a mirror of {str(table)!r}")
-        if location.startswith("delta.`") and location.endswith("`"):  # a folder Spark's Delta writes
-            location = location[len("delta.`"):-1].replace("``", "`")
-        elif "://" not in location and not location.startswith("/"):
-            raise VerifyError(f"the mirror of {str(table)!r} is the catalog table {location}: verify reads Delta "
-                              "tables by their folder for now (a catalog's tables: not yet)")
+        by_spark = "delta" in self.lakes
+        catalog = False
         try:
-            return pin_delta_rs(self.spark, location, self.app_id, self.checkpoint, table)
+            if location.startswith("delta.`") and location.endswith("`"):  # a folder Spark's Delta writes
+                location = location[len("delta.`"):-1].replace("``", "`")
+            elif "://" not in location and not location.startswith("/"):  # a catalog's table
+                catalog = True
+                fmt = catalog_format(self.spark, location)
+                if fmt == "iceberg":
+                    return pin_iceberg(self.spark, location, self.app_id, self.checkpoint, table)
+                if fmt != "delta" or not by_spark:
+                    raise VerifyError(f"the mirror of {str(table)!r} is the catalog table {location} "
+                                      f"({fmt or 'no format given'}): verify it from a Spark session that reads it "
+                                      "(Delta's or Iceberg's jars and the catalog, as the sync had them)")
+                name = location
+                location = str(self.spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]["location"])
+                return pin_delta(self.spark, name, location, self.app_id, self.checkpoint, table, by_spark)
+            return pin_delta(self.spark, "delta." + quote(location), location, self.app_id, self.checkpoint, table,
+                             by_spark)
         except MysqlCdcError:
             raise
-        except Exception as e:  # delta-rs: no table there, or one it cannot read
-            raise VerifyError(f"the mirror of {str(table)!r} at {location!r} cannot be read as a Delta table: "
-                              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+        except Exception as e:  # delta-rs or Spark: no table there, or one it cannot read
+            java = getattr(e, "java_exception", None)  # py4j's: its first line names only the call
+            first = (str(java if java is not None else e).strip().splitlines() or [type(e).__name__])[0][:300]
+            hint = (" (a catalog's table: give this session the catalog the sync wrote it with, e.g. the CLI's "
+                    "--format iceberg --conf spark.sql.catalog.<name>=...)") if catalog else ""
+            raise VerifyError(f"the mirror of {str(table)!r} at {location!r} cannot be read: {first}{hint}") from e
 
     def check(self, schema: TableSchema) -> TableCheck:
         started = time.monotonic()
@@ -573,17 +728,18 @@ class Verifier:
             end = max(mirror.point, view.high, key=lambda o: o.position_key())
             flux = keys_changed(self.profile, self.opts, self.facts, schema, start, end, self.b1)
             src_flux = source_rows(view, schema, self.b1, keys=flux)
-            mir_flux = mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", keys=flux)
+            mir_flux = mirror_rows(self.spark, mirror.rows, schema, self.b1, mirror.fmt, keys=flux)
             skip = set(src_flux) | set(mir_flux)
             out.in_flux = len(flux)
             out.flux_seconds += time.monotonic() - t0
             if keys is not None:
                 buckets = {cs.bucket_of(k) for k in keys}
                 src_rows = source_rows(view, schema, self.b1, buckets=buckets)
-                mir_rows = mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", buckets=buckets)
+                mir_rows = mirror_rows(self.spark, mirror.rows, schema, self.b1, mirror.fmt, buckets=buckets)
                 out.diff = _diff({k: v for k, v in src_rows.items() if k in keys},
                                  {k: v for k, v in mir_rows.items() if k in keys}, skip)
                 out.rows = len(src_rows)
+                _still(mirror, schema.table)
                 return out
             assert mir_future is not None
             mir = mir_future.result()
@@ -592,13 +748,14 @@ class Verifier:
             if differ:
                 narrowed, twice = differ[:_NARROWED], dict[str, tuple[Any, ...]]()
                 out.diff = _diff(source_rows(view, schema, self.b1, buckets=narrowed),
-                                 mirror_rows(self.spark, mirror.rows, schema, self.b1, "delta", buckets=narrowed,
+                                 mirror_rows(self.spark, mirror.rows, schema, self.b1, mirror.fmt, buckets=narrowed,
                                              twice=twice), skip)
                 out.diff.twice = {k: v for k, v in twice.items() if k not in skip}
                 out.diff.buckets = len(differ) - len(narrowed)
                 if not len(out.diff):  # the sums differ, and no key says why: never reported as agreeing
                     out.diff.buckets = len(differ)
             out.rows = sum(c for c, _ in src_less.values())
+            _still(mirror, schema.table)
             return out
         finally:
             pool.shutdown(wait=True)
