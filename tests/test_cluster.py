@@ -144,7 +144,7 @@ def test_a_stream_on_isolated_workers_spreads_a_binlog_backlog_over_both_by_defa
     out = str(tmp_path / "out")  # written by the executors: on storage they share (the test's own folder)
     ck, state = str(base / "ck"), f"s3a://lake/follow-{info.kind}-{db}/state"
     args = ["follow", "--source", "src", "--tables", f"{db}[.](a|b|c|w)", "--out", out, "--checkpoint", ck,
-            "--state-dir", state, "--chunk-size", "100", "--once", "--driver-host", "127.0.0.1",
+            "--state-dir", state, "--chunk-size", "1000", "--once", "--driver-host", "127.0.0.1",
             "--log", str(tmp_path / "spark.log"),
             "--conf", "spark.sql.streaming.fileSink.log.compactInterval=1000"]  # a log file per batch
 

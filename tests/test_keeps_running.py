@@ -287,8 +287,9 @@ def test_too_little_driver_memory_is_one_line_with_the_fix(info: ServerInfo, db:
 
 def test_a_broken_mirror_says_why_in_one_line(info: ServerInfo, db: str, root: Any, tmp_path: Any) -> None:
     """README's mirror broken as a new user breaks it (wrong password, a stopped server, a missing grant, a bad
-    table name; too little memory: the test above): one line each on stderr, the cause and the fix, no trace;
-    then the same job run to its end, run again with nothing to do, and stopped with Ctrl-C."""
+    table name; too little memory: the test above): one line each on stderr, the cause and the fix, no trace,
+    on both servers; then (on MySQL: the CLI's and Spark's behaviour) the whole trace with --debug, the same job
+    run to its end, run again with nothing to do, and stopped with Ctrl-C."""
     from tests.conftest import _free_port
 
     _make(root, rows=100)
@@ -315,6 +316,9 @@ def test_a_broken_mirror_says_why_in_one_line(info: ServerInfo, db: str, root: A
             assert r.returncode in (1, 2) and len(lines) == 1, (args, r.stderr[-3000:])
             assert lines[0].startswith(f"mysql-cdc: {cause}") and fix in lines[0], lines[0]
             assert info.password not in r.stderr and "Traceback" not in r.stdout + r.stderr
+        if info.kind == "mariadb":
+            # CI time: what follows is the CLI's and Spark's, the same for both servers; it runs on MySQL
+            return
         # --debug: the whole trace
         r = _cli([*cases[3][0], "--debug"], url, tmp_path)
         assert r.returncode != 0 and "Traceback (most recent call last)" in r.stderr and "TableError" in r.stderr
