@@ -518,11 +518,11 @@ def _verify_lake_jars(ns: argparse.Namespace) -> None:
     locations = [loc for loc in (store.mirror(t) for t in store.recorded_schemas()) if loc]
     if ns.format == "iceberg":
         names = [loc for loc in locations if "://" not in loc and not loc.startswith(("/", "delta.`"))]
-        first = re.match(r"`((?:[^`]|``)*)`", names[0]) if names else None
-        if first is None:
+        parts = re.findall(r"`((?:[^`]|``)*)`", names[0]) if names else []
+        if len(parts) < 3:
             raise ConfigError(f"no mirror table of the state dir {ns.state_dir!r} is in a catalog: --format iceberg "
                               "verifies a sync into Iceberg tables (drop it for Delta)")
-        ns.to = f"`{first.group(1)}`.mirror"  # its catalog is what with_lake_jars checks
+        ns.to = ".".join(f"`{p}`" for p in parts[:-1])  # the namespace: its catalog is what with_lake_jars checks
     elif not any(_needs_spark_delta(loc) for loc in locations):
         ns.writer = "delta-rs"  # plain Parquet files: read without Delta's jars
     with_lake_jars(ns, say=False)
