@@ -513,11 +513,12 @@ def _verify_lake_jars(ns: argparse.Namespace) -> None:
     pyspark and a mirror table needs them (Spark's Delta reads it at its version: a catalog's table, column
     mapping, deletion vectors), else none (the Parquet files of plain tables are read: no jars to fetch)."""
     from mysql_cdc.state.store import StateStore
+    from mysql_cdc.udtf.sync.verify import mirror_place
 
     store = StateStore(ns.state_dir)
     locations = [loc for loc in (store.mirror(t) for t in store.recorded_schemas()) if loc]
     if ns.format == "iceberg":
-        names = [loc for loc in locations if "://" not in loc and not loc.startswith(("/", "delta.`"))]
+        names = [loc for loc in locations if mirror_place(loc)[0]]
         parts = re.findall(r"`((?:[^`]|``)*)`", names[0]) if names else []
         if len(parts) < 3:
             raise ConfigError(f"no mirror table of the state dir {ns.state_dir!r} is in a catalog: --format iceberg "
@@ -531,12 +532,12 @@ def _verify_lake_jars(ns: argparse.Namespace) -> None:
 def _needs_spark_delta(location: str) -> bool:
     """Whether verify needs Spark's Delta to read a mirror table: one Spark's Delta wrote by name or in a
     catalog, or one whose log delta-rs cannot open here or that uses more than plain Parquet files."""
-    if location.startswith("delta.`") or ("://" not in location and not location.startswith("/")):
+    from mysql_cdc.udtf.sync.verify import local_path, mirror_place, plain_features
+
+    if location.startswith("delta.`") or mirror_place(location)[0]:
         return True
     try:
         from deltalake import DeltaTable
-
-        from mysql_cdc.udtf.sync.verify import local_path, plain_features
 
         return bool(plain_features(DeltaTable(local_path(location))))
     except Exception:  # delta-rs missing, or a log it cannot open: Spark's Delta may

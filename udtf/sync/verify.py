@@ -242,6 +242,18 @@ def _pinned(rows: Any, checkpoint: str, before: int, held: int, table: TableId, 
                         fmt)
 
 
+def mirror_place(location: str) -> tuple[bool, str]:
+    """Where a recorded mirror table is (``StateStore.mirror``): (True, its catalog name) or (False, its folder:
+    delta-rs's path or URI, or the folder of Spark's ``delta.`<folder>```).
+
+    >>> mirror_place("/lake/shop/t"), mirror_place("delta.`/la``ke/t`"), mirror_place("`lake`.`shop`.`t`")
+    ((False, '/lake/shop/t'), (False, '/la`ke/t'), (True, '`lake`.`shop`.`t`'))
+    """
+    if location.startswith("delta.`") and location.endswith("`"):
+        return False, location[len("delta.`"):-1].replace("``", "`")
+    return ("://" not in location and not location.startswith("/")), location
+
+
 def local_path(location: str) -> str:
     """A ``file:`` URI (as Spark's catalog gives a table's location) as the local path delta-rs opens; other
     locations as they are.
@@ -660,10 +672,8 @@ class Verifier:
         by_spark = "delta" in self.lakes
         catalog = False
         try:
-            if location.startswith("delta.`") and location.endswith("`"):  # a folder Spark's Delta writes
-                location = location[len("delta.`"):-1].replace("``", "`")
-            elif "://" not in location and not location.startswith("/"):  # a catalog's table
-                catalog = True
+            catalog, location = mirror_place(location)
+            if catalog:
                 fmt = catalog_format(self.spark, location)
                 if fmt == "iceberg":
                     return pin_iceberg(self.spark, location, self.app_id, self.checkpoint, table)
