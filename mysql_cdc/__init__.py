@@ -252,18 +252,23 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
 
 
 def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None = None, why: str = "",
-               checkpoint: str | None = None, wait_seconds: float = 0.0) -> Any:
+               checkpoint: str | None = None, wait_seconds: float = 0.0, key_from: Any = None,
+               key_to: Any = None) -> Any:
     """Snapshot tables of a sync again while it runs (or when it next starts): those it captures whose
     ``db.table`` matches one of the comma-separated regular expressions ``tables``. The sync takes the request
     at its next micro-batch: that batch empties their mirror tables, and the next ones fill them from a new
     snapshot while the binlog waits; nothing is lost or doubled (see :mod:`mysql_cdc.udtf.sync.resnapshot`).
     Returns where the request stands (:class:`~mysql_cdc.state.resnapshot.RequestProgress`: ``.request``,
     ``.state``, ``.line()``), after waiting up to ``wait_seconds`` for it to be done (needs the sync's
-    ``checkpoint``). With ``request`` instead of ``tables``: where that earlier request stands."""
+    ``checkpoint``). With ``request`` instead of ``tables``: where that earlier request stands.
+
+    ``key_from``/``key_to`` (one table, a chunk key of integer columns; integers separated by commas, or a
+    sequence of ints, one per key column): only the mirror's rows with a key in ``[key_from, key_to)`` are
+    deleted and read again (either end may be left open); the rest of the table stays as it is."""
     import math
 
     from mysql_cdc.state.store import StateStore
-    from mysql_cdc.udtf.sync.resnapshot import ask, matching, wait, where
+    from mysql_cdc.udtf.sync.resnapshot import ask, key_range, matching, wait, where
     from mysql_cdc.udtf.sync.target import sync_holds
 
     if (tables is None) == (request is None):
@@ -275,7 +280,14 @@ def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None
     store = StateStore(state_dir)
     if request is None:
         assert tables is not None
-        request = ask(store, matching(store, tables), why)
+        found = matching(store, tables)
+        bounds = None
+        if key_from is not None or key_to is not None:
+            if len(found) != 1:
+                raise ConfigError(f"key bounds name a range of one table, but tables {tables!r} matches "
+                                  f"{', '.join(map(str, found))}: give a pattern of that table alone")
+            bounds = key_range(store, found[0], key_from, key_to)
+        request = ask(store, found, why, bounds)
     if not wait_seconds:
         return where(store, checkpoint, request)
     assert checkpoint is not None

@@ -551,9 +551,12 @@ def cmd_resnapshot(ns: argparse.Namespace) -> int:
 
     if bool(ns.tables) == (ns.request is not None):
         raise ConfigError("give --tables to ask for a snapshot, or --request to see where one stands: one of the two")
+    if (ns.key_from is not None or ns.key_to is not None) and not ns.tables:
+        raise ConfigError("--key-from and --key-to name a key range of the table --tables names: give --tables")
     now = mysql_cdc.resnapshot(state_dir=ns.state_dir, tables=ns.tables,
                                request=ns.request, checkpoint=ns.checkpoint, wait_seconds=ns.wait_seconds,
-                               why="mysql-cdc resnapshot" if ns.tables else "")
+                               why="mysql-cdc resnapshot" if ns.tables else "", key_from=ns.key_from,
+                               key_to=ns.key_to)
     if ns.tables and now.state == "waiting":
         from mysql_cdc.udtf.sync.target import sync_holds
 
@@ -836,6 +839,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--state-dir", required=True, help="the sync's state directory")
     r.add_argument("--tables", action="append", help="regular expressions over 'db.table' of the captured tables "
                    "to snapshot again, e.g. 'shop[.]orders'")
+    r.add_argument("--key-from", help="read again only the rows with a key from this one on (one table; a key of "
+                   "integer columns: integers separated by commas, one per key column)")
+    r.add_argument("--key-to", help="... and below this key (excluded); either bound may be left out")
     r.add_argument("--request", type=int, help="the number of an earlier request: say where it stands")
     r.add_argument("--checkpoint", help="the sync's Spark checkpoint location: to tell when the request is done")
     r.add_argument("--wait-seconds", type=float, default=0.0,

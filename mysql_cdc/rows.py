@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-Op = Literal["r", "+I", "-U", "+U", "-D", "T"]
+Op = Literal["r", "+I", "-U", "+U", "-D", "T", "-R"]
 SNAPSHOT: Final = "r"  # a row of a chunk, exact at its high watermark
 INSERT: Final = "+I"
 BEFORE: Final = "-U"  # an update's before image
@@ -29,12 +29,19 @@ DELETE: Final = "-D"
 # table was dropped, truncated, renamed away, or changed so that it is snapshotted again, whose rows then follow
 # as r rows. Its __values is {} and its _change_seq orders it among the changes.
 RESET_OP: Final = "T"
+# A -R row says the same of the rows in one key range of its table (a range read again on demand, whose rows
+# follow as r rows): __position holds the range as JSON, {"file", "pos", "range": {"key_columns", "start",
+# "end"}} (mysql_cdc.keyrange; start and end: whole keys or null, the end excluded). Its __values is {}.
+RANGE_RESET_OP: Final = "-R"
+RESETS: Final = frozenset({RESET_OP, RANGE_RESET_OP})
 CHANGE_TYPES: dict[str, str] = {SNAPSHOT: "insert", INSERT: "insert", BEFORE: "update_preimage",
-                                AFTER: "update_postimage", DELETE: "delete", RESET_OP: "truncate"}
+                                AFTER: "update_postimage", DELETE: "delete", RESET_OP: "truncate",
+                                RANGE_RESET_OP: "delete_range"}
 
 OP_COLUMN: Final = "__op"
 DATABASE_COLUMN: Final = "__database"
 TABLE_COLUMN: Final = "__table"
+POSITION_COLUMN: Final = "__position"
 FILE_COLUMN: Final = "__file"
 POS_COLUMN: Final = "__pos"
 SEQ_COLUMN: Final = "_change_seq"
@@ -43,6 +50,6 @@ VALUES_COLUMN: Final = "__values"  # a read of many tables: the row's values as 
 
 META_COLUMNS: tuple[tuple[str, str], ...] = (
     (OP_COLUMN, "STRING"), (DATABASE_COLUMN, "STRING"), (TABLE_COLUMN, "STRING"), ("__chunk_id", "STRING"),
-    ("__position", "STRING"), (FILE_COLUMN, "STRING"), (POS_COLUMN, "BIGINT"), ("__row", "INT"),
+    (POSITION_COLUMN, "STRING"), (FILE_COLUMN, "STRING"), (POS_COLUMN, "BIGINT"), ("__row", "INT"),
     ("__gtid", "STRING"), ("_change_type", "STRING"), (SEQ_COLUMN, "BIGINT"), (COMMIT_COLUMN, "TIMESTAMP"))
 META_NULLABLE = frozenset({"__chunk_id", "__position", FILE_COLUMN, POS_COLUMN, "__row", "__gtid", COMMIT_COLUMN})

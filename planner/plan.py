@@ -11,9 +11,16 @@ from mysql_cdc.connect import ServerFacts, connect, registered_replica_ids, serv
 from mysql_cdc.errors import ChunkKeyError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import check_chunk_key
+from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema
-from mysql_cdc.planner.splitter import bounded_chunk_rows, split_table, table_stats
+from mysql_cdc.planner.splitter import (
+    bounded_chunk_rows,
+    range_rows,
+    split_range,
+    split_table,
+    table_stats,
+)
 from mysql_cdc.planner.validate import (
     check_cascades,
     check_lock_privilege,
@@ -152,6 +159,25 @@ def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[Ta
             chunks = split_table(conn, schema, size, opts.split_factor_lower, opts.split_factor_upper)
             plans.append(TablePlan(schema, tuple(chunks), size, avg))
         return plans
+    finally:
+        conn.close()
+
+
+def split_key_range(profile: ConnectionProfile, opts: CdcOptions, schema: TableSchema, key_range: KeyRange,
+                    slots: int = 1) -> tuple[TablePlan, tuple[int, ...]]:
+    """A table's plan when only ``key_range`` is read again (:func:`.splitter.split_range`): the plan, and the
+    indexes of its chunks outside the range."""
+    if tuple(schema.chunk_key) != key_range.key_columns or schema.nullable_key:
+        raise ChunkKeyError(f"the key range {key_range.text()} of {str(schema.table)!r} is not over its chunk key "
+                            f"({', '.join(schema.chunk_key)}) any more: snapshot the whole table again")
+    conn = connect(profile)
+    try:
+        facts = server_facts(conn)
+        avg, _ = table_stats(conn, schema, facts.flavor)
+        rows = range_rows(conn, schema, key_range.start, key_range.end)
+        size = bounded_chunk_rows(opts, avg, rows, slots)
+        chunks, outside = split_range(conn, schema, key_range.start, key_range.end, size)
+        return TablePlan(schema, tuple(chunks), size, avg), outside
     finally:
         conn.close()
 

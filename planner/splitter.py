@@ -215,6 +215,19 @@ def split_table(conn: Any, schema: TableSchema, chunk_size: int, lower: float = 
     return chunks_from_bounds(schema.table, cols, _query_bounds(conn, schema, chunk_size, None, None), nullable)
 
 
+def split_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | None, chunk_size: int
+                ) -> tuple[list[Chunk], tuple[int, ...]]:
+    """Chunks of a whole table whose rows ``[start, end)`` are read again (a key range asked for on demand): the
+    range split by boundaries the server finds, ``chunk_size`` rows apart, between a chunk below ``start`` and
+    one from ``end`` on, which are not read (their indexes are returned: the rows there stay as the mirror holds
+    them, recorded at the point the range left the capture)."""
+    inner = _query_bounds(conn, schema, chunk_size, start, end)
+    bounds = [*([start] if start is not None else []), *inner, *([end] if end is not None else [])]
+    chunks = chunks_from_bounds(schema.table, schema.chunk_key, bounds)
+    outside = (*((0,) if start is not None else ()), *((len(chunks) - 1,) if end is not None else ()))
+    return chunks, outside
+
+
 # An evenly sized range the optimizer estimates at more rows than this many chunks is split again by queries:
 # a dense run of keys inside an even spread put one chunk of 3,000 rows among chunks of 500 (memory and task
 # time follow the largest chunk).

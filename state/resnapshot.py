@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.state.store import Round
 
@@ -63,6 +64,17 @@ class RequestProgress:
     snapshotted: tuple[TableId, ...] = ()
     request: int = 0
     why: str = ""  # why it was passed over
+    ranges: tuple[tuple[TableId, KeyRange], ...] = ()  # tables of which only a key range was taken out
+
+    def _named(self, tables: tuple[TableId, ...]) -> str:
+        """Tables by name, with the key range where only a range of one was taken out.
+
+        >>> a = TableId("s", "a")
+        >>> RequestProgress("running", 3, (a,), (a,), 1, ranges=((a, KeyRange(("id",), (5,), (9,))),)).line()
+        'request 1: running: s.a (id in [5, 9)) emptied in the mirror by round 3, being snapshotted again'
+        """
+        ranges = dict(self.ranges)
+        return ", ".join(f"{t} ({ranges[t].text()})" if t in ranges else str(t) for t in tables)
 
     def line(self) -> str:
         """One line for the CLI.
@@ -70,7 +82,7 @@ class RequestProgress:
         >>> RequestProgress("running", 3, (TableId("s", "a"),), (TableId("s", "a"),), 1).line()
         'request 1: running: s.a emptied in the mirror by round 3, being snapshotted again'
         """
-        names = ", ".join(map(str, self.reset))
+        names = self._named(self.reset)
         if self.state == "passed":
             return f"request {self.request}: passed over by the sync: {self.why}"
         if self.state == "waiting":
@@ -79,7 +91,7 @@ class RequestProgress:
             return (f"request {self.request}: running: {names} emptied in the mirror by round {self.round}, being "
                     "snapshotted again")
         gone = f"; {', '.join(map(str, self.gone))} no longer captured" if self.gone else ""
-        done = ", ".join(map(str, self.snapshotted)) or "no table"
+        done = self._named(self.snapshotted) or "no table"
         return f"request {self.request}: done: {done} snapshotted again (from round {self.round}){gone}"
 
     @property
@@ -108,11 +120,18 @@ def progress(rounds: Sequence[Round], index: int, committed: dict[str, Any] | No
     if taken is None:
         return RequestProgress("waiting", request=index)
     reset = rounds[taken].dropped
-    again = rounds[taken + 1].tables if taken + 1 < len(rounds) else ()
+    # a key range that could not be read alone after all is reset whole by a round of its own first (and the other
+    # ranges with it): the round after those snapshots the tables
+    j = taken + 1
+    while j < len(rounds) and not rounds[j].tables and rounds[j].request is None and set(rounds[j].dropped) & set(
+            reset) and rounds[j].end == rounds[taken].end:
+        j += 1
+    again = rounds[j].tables if j < len(rounds) else ()
     snapshotted = tuple(t for t in reset if t in again)
     finished = finished_rounds(committed)
-    done = finished >= taken + 2 or (taken + 1 == len(rounds) == finished and _past(committed, rounds[taken].end))
-    return RequestProgress("done" if done else "running", taken, reset, snapshotted, index)
+    done = finished >= j + 1 or (j == len(rounds) == finished and _past(committed, rounds[j - 1].end))
+    return RequestProgress("done" if done else "running", taken, reset, snapshotted, index,
+                           ranges=rounds[j - 1].ranges)
 
 
 def _past(offset: dict[str, Any] | None, point: dict[str, Any] | None) -> bool:

@@ -47,8 +47,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mysql_cdc.chunks import Chunk, ChunkRecord, decode_key, encode_key, null_flags
-from mysql_cdc.errors import StateError
+from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.schema import SNAPSHOT, TableSchema
 from mysql_cdc.state.history import HistoryEntry
@@ -138,10 +139,17 @@ class Round:
     ``end``, the binlog point just after the statement). ``schema_at``: the binlog end just before the round's
     tables were described (a DDL after it may not show in their recorded schemas). ``request``: the highest
     :class:`ResnapshotRequest` this round took (its ``dropped`` tables are snapshotted again on request).
+    ``ranges``: dropped tables of which only a key range left the capture (the next round reads that range again);
+    ``range_high``: the watermark (a :class:`~mysql_cdc.offsets.BinlogOffset` dict) the chunks around them are
+    recorded at, the point they left (with MySQL's executed GTID set there when the chunks' watermarks are GTIDs).
 
     >>> r = Round((TableId("shop", "a"),), {"file": "b.000002", "pos": 900}, schema_at={"file": "b.000002", "pos": 4})
     >>> Round.from_dict(r.to_dict()) == r, sorted(r.to_dict())
     (True, ['resume', 'schema_at', 'tables'])
+    >>> k = Round((), None, (TableId("shop", "a"),), ranges=((TableId("shop", "a"), KeyRange(("id",), (1,), None)),),
+    ...           range_high={"file": "b.1", "pos": 4, "gtids": None, "kind": "position"})
+    >>> Round.from_dict(k.to_dict()) == k, k.range_of(TableId("shop", "a")).text()
+    (True, 'id in [1, +inf)')
     """
 
     tables: tuple[TableId, ...]
@@ -151,6 +159,12 @@ class Round:
     end: dict[str, Any] | None = None
     schema_at: dict[str, Any] | None = None
     request: int | None = None
+    ranges: tuple[tuple[TableId, KeyRange], ...] = ()
+    range_high: dict[str, Any] | None = None
+
+    def range_of(self, table: TableId) -> KeyRange | None:
+        """The key range of ``table`` this round took out (``None``: the whole table, or not taken out)."""
+        return next((r for t, r in self.ranges if t == table), None)
 
     def to_dict(self) -> dict[str, Any]:
         """The round as kept in ``rounds/<n>.json`` (``json.dumps(..., sort_keys=True)`` of it)."""
@@ -161,13 +175,18 @@ class Round:
             data["schema_at"] = self.schema_at
         if self.request is not None:
             data["request"] = self.request
+        if self.ranges:
+            data["ranges"] = [[t.database, t.table, r.to_dict()] for t, r in self.ranges]
+            data["range_high"] = self.range_high
         return data
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Round:
         return cls(tuple(TableId(str(db), str(t)) for db, t in d["tables"]), d.get("resume"),
                    tuple(TableId(str(db), str(t)) for db, t in d.get("dropped", [])), d.get("note"), d.get("end"),
-                   d.get("schema_at"), None if d.get("request") is None else int(d["request"]))
+                   d.get("schema_at"), None if d.get("request") is None else int(d["request"]),
+                   tuple((TableId(str(db), str(t)), KeyRange.from_dict(r)) for db, t, r in d.get("ranges", [])),
+                   d.get("range_high"))
 
 
 @dataclass(frozen=True)
@@ -177,22 +196,37 @@ class ResnapshotRequest:
     micro-batch it plans (a stopped one: at its start) as a round that resets the tables (their mirror is emptied
     in that batch, ``T`` rows) followed by the round that snapshots them, while the binlog waits.
 
+    A request of one table may name a key ``range`` (:class:`~mysql_cdc.keyrange.KeyRange`): only the mirror's
+    rows in it are deleted (a ``-R`` row) and read again; the rest of the table stays as it is.
+
     >>> r = ResnapshotRequest((TableId("shop", "a"),), "verify --repair", "2026-11-28T20:00:00Z")
-    >>> ResnapshotRequest.from_dict(r.to_dict()) == r, r.to_dict()["tables"]
-    (True, [['shop', 'a']])
+    >>> ResnapshotRequest.from_dict(r.to_dict()) == r, r.to_dict()["tables"], "range" in r.to_dict()
+    (True, [['shop', 'a']], False)
+    >>> k = ResnapshotRequest((TableId("shop", "a"),), range=KeyRange(("id",), (10,), (20,)))
+    >>> ResnapshotRequest.from_dict(k.to_dict()) == k, k.to_dict()["range"]["start"]
+    (True, [10])
     """
 
     tables: tuple[TableId, ...]
     why: str = ""
     at: str = ""  # when it was asked for (UTC, ISO 8601)
+    range: KeyRange | None = None
+
+    def __post_init__(self) -> None:
+        if self.range is not None and len(self.tables) != 1:
+            raise ConfigError(f"a key range ({self.range.text()}) is read again in one table, not in "
+                              f"{len(self.tables)}: ask for each table apart")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tables": [[t.database, t.table] for t in self.tables], "why": self.why, "at": self.at}
+        d: dict[str, Any] = {"tables": [[t.database, t.table] for t in self.tables], "why": self.why, "at": self.at}
+        if self.range is not None:
+            d["range"] = self.range.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ResnapshotRequest:
         return cls(tuple(TableId(str(db), str(t)) for db, t in d["tables"]), str(d.get("why", "")),
-                   str(d.get("at", "")))
+                   str(d.get("at", "")), KeyRange.from_dict(d["range"]) if d.get("range") else None)
 
 
 class StateStore:
@@ -306,17 +340,25 @@ class StateStore:
         return stored
 
     def record_plan(self, table: TableId, chunks: Sequence[Chunk], rows_per_chunk: int = 0,
-                    avg_row_bytes: int = 0) -> list[Chunk]:
+                    avg_row_bytes: int = 0, outside: Sequence[int] = ()) -> list[Chunk]:
         """Keep a table's chunk plan (first one wins, so a restarted stream reads the same chunks), with the rows
-        each chunk was planned to hold and the table's average row length when known (:meth:`plan_sizes`)."""
+        each chunk was planned to hold and the table's average row length when known (:meth:`plan_sizes`).
+        ``outside``: indexes of chunks not read (a key range read again: the chunks around it, recorded at the
+        point the range left the capture; :meth:`outside`)."""
         path = self._path("plans", f"{self._table(table, write=True)}.json")
         rows = [{"index": c.index, "key_columns": list(c.key_columns), "start": encode_key(c.start),
                  "end": encode_key(c.end), **null_flags(c)} for c in chunks]
         sizes = {"rows_per_chunk": int(rows_per_chunk), "avg_row_bytes": int(avg_row_bytes)} if rows_per_chunk else {}
-        self._write(path, json.dumps({"chunks": rows, **sizes}).encode(), first_wins=True)
+        more = {"outside": sorted(int(i) for i in outside)} if outside else {}
+        self._write(path, json.dumps({"chunks": rows, **sizes, **more}).encode(), first_wins=True)
         stored = self.plan(table)
         assert stored is not None
         return stored
+
+    def outside(self, table: TableId) -> frozenset[int]:
+        """Indexes of the table's planned chunks that are not read (:meth:`record_plan`)."""
+        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
+        return frozenset(int(i) for i in d.get("outside", ())) if isinstance(d, dict) else frozenset()
 
     def chunk_record(self, table: TableId, index: int) -> ChunkRecord | None:
         """The recorded chunk ``index`` of the table, if it is recorded."""

@@ -279,6 +279,26 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
         assert checks[t]["rows"] == sum(_source(info, db, t, KEYS[t]).values()) > 0, checks[t]
         assert not checks[t]["not_checked"], checks[t]
         assert (checks[t]["changed"], checks[t]["differing"]) == ((["'k00003'"], 1) if t == "b" else ([], 0)), checks[t]
+    # a key range of c (its key two integer columns, its table with column mapping) read again on demand: rows
+    # changed behind the sync's back inside it are set right (one the source lost, one it gained), one outside
+    # it stays as the mirror had it; Spark's Delta deletes the range's rows in the batch's commit
+    for sql in ("SET sql_log_bin = 0", "DELETE FROM c WHERE x = 2 AND y = 9", "INSERT INTO c (x, y) VALUES (2, 1000)",
+                "DELETE FROM c WHERE x = 4 AND y = 4", "SET sql_log_bin = 1"):
+        cur.execute(sql)
+    asked = subprocess.run([sys.executable, "-m", "mysql_cdc", "resnapshot", "--state-dir", state, "--tables",
+                            f"{db}[.]c", "--key-from", "2,0", "--key-to", "3,0"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert asked.returncode == 0 and "snapshot request 1 recorded" in asked.stdout, asked.stdout + asked.stderr
+    p = _sync([*args, "--once"], profile, log)
+    assert p.wait(300) == 0, _tail(log)
+    done = mysql_cdc.resnapshot(state_dir=state, request=1, checkpoint=ck)
+    assert done.line() == f"request 1: done: {db}.c ((x, y) in [(2, 0), (3, 0))) snapshotted again (from round " \
+        f"{done.round})", done.line()
+    data = pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(table_path(to, TableId(db, "c"))))
+                    .execute("SELECT x, y FROM t").read_all())
+    got = collections.Counter(zip(data.column("x").to_pylist(), data.column("y").to_pylist()))
+    assert got == _source(info, db, "c", ["x", "y"]) + collections.Counter([(4, 4)]), got
+    assert "DELETE" in _delta_operations(table_path(to, TableId(db, "c")))
 
 
 CATALOG_SYNC = """
@@ -418,6 +438,14 @@ out["verify"] = mysql_cdc.verify(spark, checkpoint=ck, state_dir=state, source="
 spark.sql(f"DELETE FROM lake.mirror_{db}.a WHERE id = 5")
 out["damaged"] = mysql_cdc.verify(spark, checkpoint=ck, state_dir=state, source="src", tables=db + "[.]a",
                                   recheck_seconds=0).to_dict()
+# a key range's reset (a -R row): a's rows in [10, 20) deleted in one commit marked with the batch, once
+from mysql_cdc.keyrange import KeyRange
+a = f"lake.mirror_{db}.a"
+ids = lambda: sorted(r[0] for r in spark.table(a).select("id").collect())
+before = ids()
+done = [mirror.reset(TableId(db, "a"), app, last + 1, KeyRange(("id",), (10,), (20,))) for _ in range(2)]
+out["range_reset"] = {"done": done, "before": before, "after": ids(), "batch": last + 1, "mark": spark.sql(
+    f"SELECT summary['mysql_cdc.batch'] FROM {a}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0][0]}
 print(json.dumps(out, default=str))
 """
 
@@ -524,6 +552,9 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
         assert not checks[t]["differing"], checks[t]
     (damaged,) = out["damaged"]["tables"]
     assert damaged["missing"] == ["5"] and damaged["differing"] == 1, damaged
+    ranged = out["range_reset"]
+    assert [i for i in ranged["before"] if not 10 <= i < 20] == ranged["after"] != ranged["before"], ranged
+    assert ranged["done"] == [True, False] and ranged["mark"] == str(ranged["batch"]), ranged
     for t in TABLES:  # identifier fields = the primary key, in the table's current schema
         metas = sorted(glob.glob(os.path.join(warehouse, f"mirror_{db}", t, "metadata", "v*.metadata.json")),
                        key=lambda f: int(os.path.basename(f)[1:].split(".")[0]))

@@ -170,6 +170,7 @@ DDL_AT_KILL: dict[int, tuple[str, ...]] = {
     7: (f"DROP TABLE {GONE}",)}
 EIGHT_KILLS_TABLES = [*MIRRORED, GONE, NEW]  # GONE's mirror must end empty
 RESNAPSHOT_AT_KILL, RESNAPSHOT = 5, "t0[2-7]_.*"  # tables snapshotted again on request, killed in the middle
+RANGE_AT_KILL, RANGE_TABLE, RANGE = 6, "t08_neg", (-1900, -1750)  # a key range of one more table, asked later
 
 
 def _inside_resnapshot(ck: str, state: str) -> bool | None:
@@ -183,6 +184,18 @@ def _inside_resnapshot(ck: str, state: str) -> bool | None:
     end = batch_end(ck, committed_batches(ck))
     return end.get("phase") == "snapshot" and end.get("round") == (now.round or 0) + 1 and \
         0 < end["chunk"] < end["chunks"]
+
+
+def _past_chunks(ck: str, state: str, table: TableId) -> bool:
+    """Whether the sync's last committed batch ends in the binlog past every chunk watermark of ``table``."""
+    from mysql_cdc.offsets import binlog_file_key
+    from mysql_cdc.udtf.sync.job import batch_end, committed_batches
+
+    done = committed_batches(ck)
+    end = batch_end(ck, done) if done >= 0 else {}
+    highs = [(binlog_file_key(r.high.file), r.high.pos) for r in StateStore(state).chunk_records(table)]
+    return end.get("phase") == "binlog" and bool(highs) and (binlog_file_key(str(end["file"])), int(end["pos"])) > \
+        max(highs)
 
 
 def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, log: str,
@@ -223,6 +236,19 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
                     wait_until(lambda p=p, state=state: _inside_resnapshot(ck, state) is not False or
                                p.poll() is not None, 300, "a committed batch inside the snapshot asked for")
                     assert _inside_resnapshot(ck, state), "the round ran to its end before the kill"
+                if kills == RANGE_AT_KILL:  # a key range: asked once the stream is past the table's watermarks
+                    state = args[args.index("--state-dir") + 1]
+                    wait_until(lambda p=p, state=state: _past_chunks(ck, state, TableId(db, RANGE_TABLE)) or
+                               p.poll() is not None, 300, f"the binlog past {RANGE_TABLE}'s chunks")
+                    ranged = subprocess.run([sys.executable, "-m", "mysql_cdc", "resnapshot", "--state-dir", state,
+                                             "--tables", f"{db}[.]{RANGE_TABLE}", "--key-from", str(RANGE[0]),
+                                             "--key-to", str(RANGE[1])], cwd=ROOT, env=_repo_env(True),
+                                            capture_output=True, text=True, timeout=120)
+                    assert ranged.returncode == 0 and "snapshot request 1 recorded" in ranged.stdout, \
+                        ranged.stdout + ranged.stderr
+                    wait_until(lambda p=p, state=state: mysql_cdc.resnapshot(
+                        state_dir=state, request=1).state != "waiting" or p.poll() is not None, 300,
+                        "the key range taken by the sync")
                 assert p.poll() is None, _tail(log)
                 for sql in DDL_AT_KILL.get(kills, ()):
                     cur.execute(sql)
@@ -238,6 +264,19 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
         done = mysql_cdc.resnapshot(state_dir=args[args.index("--state-dir") + 1], request=0, checkpoint=ck)
         assert done.state == "done" and {t.table for t in done.snapshotted} == {
             t for t in EIGHT_KILLS_TABLES if re.fullmatch(RESNAPSHOT, t)}, done
+        # the range: read again alone (the chunks around it recorded with no rows, not
+        # read); the caller's check of every mirror against its source says it converged
+        store = StateStore(args[args.index("--state-dir") + 1])
+        ranged_done = mysql_cdc.resnapshot(state_dir=store.location, request=1, checkpoint=ck)
+        assert ranged_done.state == "done", ranged_done
+        assert ranged_done.line().endswith(f"{db}.{RANGE_TABLE} (id in [{RANGE[0]}, {RANGE[1]})) snapshotted "
+                                           f"again (from round {ranged_done.round})"), ranged_done.line()
+        t08 = TableId(db, RANGE_TABLE)
+        records = {r.index: r for r in store.chunk_records(t08)}
+        outside = store.outside(t08)
+        assert len(outside) == 2 and all(records[i].rows == 0 for i in outside), records
+        inside = [records[i] for i in records if i not in outside]
+        assert (inside[0].start, inside[-1].end) == (f"[{RANGE[0]}]", f"[{RANGE[1]}]"), inside
     finally:
         if p is not None and p.poll() is None:  # a failed wait leaves no sync running
             _kill(p)

@@ -178,6 +178,17 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]nope")
     with pytest.raises(mysql_cdc.ConfigError, match=r"matches no table the sync .* captures .*tv"):
         _verify(classic_spark, args, tables=f"{db}[.]nope")  # not "0 of 0 tables checked" and a clean exit
+    # key bounds: refused, before anything is recorded, where a table's key takes no range or they are not its key
+    with pytest.raises(mysql_cdc.ConfigError, match=r"integer columns, NOT NULL; its chunk key is a, b: snapshot"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="x")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"key bound '1,2' has 2 values but the key has 1 column"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_to="1,2")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"start \(9,\) is not below its end \(3,\)"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="9", key_to="3")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"key bounds name a range of one table, but tables"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.](tv|k2)", key_from="1")
     asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", checkpoint=args["checkpoint"])
     assert (asked.request, asked.state) == (1, "waiting")
     # a request for a table that left the capture after it was asked for: passed over, and said so
@@ -240,9 +251,64 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             bad = {t.table.split(".", 1)[1]: t for t in second.repair.before}
             assert sorted(bad) == ["still", "t01_int"], second.lines()
             assert (bad["still"].missing, bad["t01_int"].extra) == (("7",), ("1000000",)), second.lines()
+            # each repaired by a key range read again (the differing keys' smallest range), not the whole table
+            store = StateStore(args["state_dir"])
+            taken = {str(t): r.text() for rnd in store.rounds() for t, r in rnd.ranges}  # one round, or two
+            assert taken == {f"{db}.still": "id in [7, 8)", f"{db}.t01_int": "id in [1000000, 1000001)"}, taken
+            reads = [r.rows for r in store.chunk_records(TableId(db, "still"))]
+            assert sum(reads) == 1 and len(reads) == 3, reads
             assert _by_table(second)["t01_int"].rows > 0 and _by_table(second)["still"].rows == 500
             assert second.ok, second.lines()
             assert q.isActive, q.exception()
     finally:
         if q is not None:
             q.stop()
+
+
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the stream's rounds decide it, not the server
+def test_a_key_range_whose_table_changes_before_it_is_read_is_read_whole_and_converges(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """A key range taken out of the capture (its mirror rows deleted), then, before the next batch reads it, its
+    table changed by a DDL statement: the rows around the range, as the mirror has them, are of the former shape,
+    so the table is reset whole by a round of its own (the other range taken with it stays a range) and read
+    whole; every mirror ends equal to its source. The DDL runs inside the batch that deleted the range (the
+    sync's on_batch), so it always lies between that batch and the next one's look at the tables."""
+    cur = root.cursor()
+    for t in ("r1", "r2"):
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT NOT NULL)")
+        insert_rows(root, t, ["id", "v"], [(i, i) for i in range(300)])
+    args = _sync(classic_spark, tmp_path, db, profile, chunk_size=100)
+    cur.execute("UPDATE r1 SET v = v + 1 WHERE id IN (5, 150, 290)")  # in the binlog: the sync's next run has it
+    for t in ("r1", "r2"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]{t}", key_from="100", key_to="200")
+    store = StateStore(args["state_dir"])
+    changed: list[int] = []
+
+    def on_batch(_: Any) -> None:
+        rounds = store.rounds()
+        if not changed and rounds and rounds[-1].ranges:  # the batch that deleted the ranges' rows
+            changed.append(len(rounds) - 1)
+            root.cursor().execute("ALTER TABLE r1 ADD COLUMN w INT NULL")
+            root.cursor().execute("UPDATE r1 SET w = id WHERE id < 10")
+
+    q = mysql_cdc.sync(classic_spark, once=True, on_batch=on_batch, **args)
+    assert q.awaitTermination(600), "the sync did not end"
+    assert q.exception() is None, q.exception()
+    taken = changed[0]
+    rounds = store.rounds()
+    first, redo, snap = rounds[taken], rounds[taken + 1], rounds[taken + 2]
+    assert {str(t) for t, _ in first.ranges} == {f"{db}.r1", f"{db}.r2"} and first.request == 1, first
+    # r1 reset whole (no range), r2's range taken out again; the round after reads r1 whole, r2's range alone
+    assert set(redo.dropped) == {TableId(db, "r1"), TableId(db, "r2")} and redo.request is None, redo
+    assert [str(t) for t, _ in redo.ranges] == [f"{db}.r2"] and "ADD COLUMN w" in (redo.note or ""), redo
+    assert set(snap.tables) == {TableId(db, "r1"), TableId(db, "r2")}, snap
+    reads = {t: sum(r.rows for r in store.chunk_records(TableId(db, t))) for t in ("r1", "r2")}
+    assert reads == {"r1": 300, "r2": 100}, reads
+    for n in (0, 1):
+        done = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=n, checkpoint=args["checkpoint"])
+        assert done.state == "done" and {t.table for t in done.snapshotted} == {"r1", "r2"}, done
+    final = _verify(classic_spark, args, recheck_seconds=0, tables=f"{db}[.]r[12]")
+    assert final.ok and [t.rows for t in final.tables] == [300, 300], final.lines()
+    mirror = deltalake.DeltaTable(table_path(args["to"], TableId(db, "r1"))).to_pyarrow_table()
+    assert sorted(zip(mirror["id"].to_pylist(), mirror["w"].to_pylist()))[:11] == [
+        *((i, i) for i in range(10)), (10, None)]

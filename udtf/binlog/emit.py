@@ -116,3 +116,36 @@ class EmitRule:
                 raise StateError(f"an event at {event.to_dict()!r} has no GTID, but chunk {i} has a GTID watermark")
             return not gset.contains_gtid(gtid)
         return event.position_key() > high.position_key()
+
+
+def outside_high(highs: Sequence[BinlogOffset], at: BinlogOffset) -> BinlogOffset | str:
+    """The high watermark of the chunks around a key range read again at binlog point ``at`` (the point the
+    stream stands at: a position, or with GTIDs the executed set of what it delivered), or why the range cannot
+    be read alone there (a string) and the table must be snapshotted again whole.
+
+    The rows around the range stay as the mirror holds them: exact at ``at`` only when the stream is past every
+    high watermark of the table's chunks (an event between ``at`` and a later watermark is in that chunk's rows
+    already, and would be emitted twice), and the new watermark must be of the chunks' kind (GTID sets or
+    positions: one rule does not mix them).
+
+    >>> from mysql_cdc.offsets import BinlogOffset as O
+    >>> outside_high([O("b.1", 400), O("b.1", 700)], O("b.1", 900))
+    BinlogOffset(file='b.1', pos=900, gtids=None, kind='position')
+    >>> outside_high([O("b.1", 400), O("b.1", 950)], O("b.1", 900))
+    'the stream at b.1:900 is not past every chunk of the table yet (b.1:950)'
+    >>> outside_high([O("b.1", 4, "u:1-5", "gtid")], O("b.1", 900, "u:1-9", "gtid")).gtids
+    'u:1-9'
+    """
+    if not highs:
+        return "no chunk of the table is recorded"
+    if any((h.kind == "gtid") != (at.kind == "gtid") for h in highs):
+        return "its chunks' watermarks and the stream's position are of different kinds (GTID sets, positions)"
+    if at.kind == "gtid":
+        now = GtidSet.parse(at.gtids)
+        late = [h for h in highs if not GtidSet.parse(h.gtids).issubset(now)]
+    else:
+        late = [h for h in highs if h.position_key() > at.position_key()]
+    if late:
+        h = max(late, key=lambda o: o.position_key())
+        return f"the stream at {at.file}:{at.pos} is not past every chunk of the table yet ({h.file}:{h.pos})"
+    return BinlogOffset(at.file, at.pos, at.gtids, "gtid") if at.kind == "gtid" else BinlogOffset(at.file, at.pos)

@@ -442,3 +442,23 @@ class BinlogPhase:
                 yield Change(t, op, vals, r.file, r.pos, first + n, r.gtid, ts, _image_seq(r, image))
 
 
+
+
+def executed_at(profile: ConnectionProfile, facts: ServerFacts, opts: CdcOptions, start: ReadFrom) -> BinlogOffset:
+    """MySQL's executed GTID set at a transaction boundary ``start`` read by position (a GTID watermark of that
+    point, for chunks recorded there: ``emit.outside_high``): the set at the binlog's end now, less the GTIDs of
+    the transactions the binlog holds from ``start`` up to there (read as boundaries: no row is decoded)."""
+    from mysql_cdc.offsets import GtidSet
+
+    if start.auto_position:
+        return BinlogOffset(start.offset.file, start.offset.pos, start.offset.gtids, "gtid")
+    end = server_end(profile, facts)
+    later = GtidSet.parse("")
+    with claimed_id(profile, opts) as sid:
+        for txn in read_transactions(profile, sid, start.offset, set(), flavor=facts.flavor, auto_position=False,
+                                     end=end, decode_rows=False, server_version=facts.version,
+                                     allow_statement_writes=True, xa_pending=start.xa, xa_search=False):
+            if txn.gtid:
+                later = later.union(GtidSet.parse(txn.gtid))
+    now = GtidSet.parse(end.gtids).difference(later)
+    return BinlogOffset(start.offset.file, start.offset.pos, str(now), "gtid")

@@ -19,6 +19,13 @@ def chunk_rule(schema: TableSchema, records: list[ChunkRecord], key_order: KeyOr
     NULL keys, when the key is nullable, apart)."""
     nulls = [r for r in records if r.nulls]
     bounds = [r.chunk() for r in records if not r.nulls]
+    if bounds and bounds[0].start is not None:
+        raise StateError(f"the first recorded chunk ({bounds[0].index}) starts at {bounds[0].start!r}: recorded "
+                         "chunks are missing")
+    for a, b in zip(bounds, bounds[1:]):
+        if a.end is None or a.end != b.start:  # a chunk record missing between them
+            raise StateError(f"chunk {a.index} ends at {a.end!r} but chunk {b.index} starts at {b.start!r}: "
+                             "recorded chunks are missing")
     ends = [c.end for c in bounds if c.end is not None]
     sks = key_order.sort_keys(conn, [tuple(key_value(v) for v in k) for k in ends]) if ends else []
     it = iter(sks)

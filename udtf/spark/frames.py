@@ -31,7 +31,7 @@ from mysql_cdc.rows import (
     META_COLUMNS,
     OP_COLUMN,
     POS_COLUMN,
-    RESET_OP,
+    RESETS,
     TABLE_COLUMN,
     VALUES_COLUMN,
 )
@@ -84,7 +84,7 @@ def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versio
                 yield pa.RecordBatch.from_arrays([*typed.columns, *(b.column(m) for m in meta)], schema=out_schema)
                 continue
             ops, files, poss = (b.column(c).to_pylist() for c in (OP_COLUMN, FILE_COLUMN, POS_COLUMN))
-            keep = [i for i in range(b.num_rows) if ops[i] != RESET_OP]
+            keep = [i for i in range(b.num_rows) if ops[i] not in RESETS]
             groups: dict[int, list[int]] = {}
             found = [version(files[i], poss[i]) for i in keep]
             for i, v in zip(keep, found):

@@ -23,10 +23,11 @@ from pyspark.sql.types import (
 from mysql_cdc.chunks import CHUNK_COLUMNS
 from mysql_cdc.errors import ConfigError, TableError
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.offsets import SNAPSHOT_SEQUENCE, change_sequence
 from mysql_cdc.options import OPTIONS, CdcOptions
 from mysql_cdc.rowjson import encode_column
-from mysql_cdc.rows import CHANGE_TYPES, META_COLUMNS, META_NULLABLE, RESET_OP, VALUES_COLUMN
+from mysql_cdc.rows import CHANGE_TYPES, META_COLUMNS, META_NULLABLE, RANGE_RESET_OP, RESET_OP, VALUES_COLUMN
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.types import arrow_type, spark_data_type, spark_type
 from mysql_cdc.udtf.binlog.phase import ALTERNATING, Change, ChangeRun, run_changes
@@ -233,12 +234,21 @@ class Output:
         return encode_column(pa.RecordBatch.from_arrays(value_columns(rows, schema), schema=schema))
 
 
-def reset_batch(tables: list[TableId], at: Mapping[str, Any]) -> pa.RecordBatch:
-    """The ``T`` rows (:data:`RESET_OP`) of tables that left a capture of many tables at binlog point ``at``."""
+def reset_batch(tables: list[TableId], at: Mapping[str, Any],
+                ranges: Mapping[TableId, KeyRange] | None = None) -> pa.RecordBatch:
+    """The ``T`` rows (:data:`RESET_OP`) of tables that left a capture of many tables at binlog point ``at``; a
+    ``-R`` row (:data:`RANGE_RESET_OP`) for a table of which only a key range left (``ranges``), the range in
+    its ``__position``."""
     file, pos = str(at["file"]), int(at["pos"])
-    where = json.dumps({"file": file, "pos": pos}, separators=(",", ":"))
-    rows = [("{}", RESET_OP, t.database, t.table, None, where, file, pos, i, None, CHANGE_TYPES[RESET_OP],
-             change_sequence(file, pos, i), None) for i, t in enumerate(tables)]
+    rows = []
+    for i, t in enumerate(tables):
+        r = (ranges or {}).get(t)
+        op = RESET_OP if r is None else RANGE_RESET_OP
+        where = json.dumps({"file": file, "pos": pos, **({"range": r.to_dict()} if r is not None else {})},
+                           separators=(",", ":"))
+        rows.append(("{}", op, t.database, t.table, None, where, file, pos, i, None, CHANGE_TYPES[op],
+                     change_sequence(file, pos, i), None))
     return _typed(rows, ENVELOPE_ARROW)
+
 
 

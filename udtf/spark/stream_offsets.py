@@ -119,7 +119,9 @@ class BinlogPartition(InputPartition):
 @dataclass(frozen=True)
 class ResetPartition(InputPartition):
     """The rows saying that tables left the capture at ``at`` (dropped, or reset to be snapshotted again):
-    one ``T`` row per table (see :func:`udtf.spark.output.reset_batch`); nothing is read."""
+    one ``T`` row per table, or ``-R`` for a table of which a key range left (``ranges``: ``[db, table, range
+    dict]``; see :func:`udtf.spark.output.reset_batch`); nothing is read."""
 
     tables: tuple[tuple[str, str], ...]
     at: dict[str, Any]
+    ranges: tuple[tuple[str, str, dict[str, Any]], ...] = ()

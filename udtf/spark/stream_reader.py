@@ -12,20 +12,29 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from mysql_cdc.chunks import Chunk
+from mysql_cdc.chunks import Chunk, ChunkRecord
 from mysql_cdc.connect import connect
+from mysql_cdc.ddl import index_only
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange, range_problem
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import table_matches
-from mysql_cdc.planner.plan import check_server_id_claims, describe_now, describe_tables, split_schemas
+from mysql_cdc.planner.plan import (
+    check_server_id_claims,
+    describe_now,
+    describe_tables,
+    split_key_range,
+    split_schemas,
+)
 from mysql_cdc.profiles import ConnectionProfile, running
 from mysql_cdc.retry import keep_trying
 from mysql_cdc.schema import RESET, TableSchema
 from mysql_cdc.state.store import Round, StateStore, pin_capture
 from mysql_cdc.udtf.binlog.catchup import catchup_parts
-from mysql_cdc.udtf.binlog.phase import BinlogPhase
+from mysql_cdc.udtf.binlog.emit import outside_high
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, executed_at
 from mysql_cdc.udtf.binlog.rules import recorded_rules
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, read_from, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import SchemaChange
@@ -127,6 +136,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         self._xa_after: tuple[str, tuple[PendingXa, ...]] | None = None  # XA open at the end latestOffset planned
         self._chunk_reports: ChunkReports | None = None
         self._requests_taken = 0  # snapshot requests below this number are taken (or passed over)
+        self._outside_of: dict[TableId, frozenset[int]] = {}  # chunks around a key range read again
+        self._outside_recorded: set[TableId] = set()  # tables whose such chunks are recorded (checked once a run)
         # checked and described: from here on the capture runs, and its connections (here and in the executors)
         # wait out a lost server, reading the password again (mysql_cdc.retry)
         self.profile = running(profile, opts)
@@ -190,11 +201,62 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             raise StateError(f"the chunk plan of {str(missing[0])!r} is missing under {self.store.location!r}; the "
                              "state_dir must stay with the checkpoint")
         if missing:
-            for p in split_schemas(self.profile, self.opts, list(self._schemas_of(missing).values()),
-                                   slots=self.parallelism):
+            ranged = self._ranges_read_in(index)
+            whole = [t for t in missing if t not in ranged]
+            for p in split_schemas(self.profile, self.opts, list(self._schemas_of(whole).values()),
+                                   slots=self.parallelism) if whole else []:
                 recorded[p.schema.table] = self.store.record_plan(p.schema.table, p.chunks, p.rows_per_chunk,
                                                                   p.avg_row_bytes)
-        return [c for t in tables for c in recorded[t] or ()]
+            for t in missing:
+                if t in ranged:
+                    recorded[t] = self._plan_range(index, self._schemas_of([t])[t], ranged[t])
+        for t in tables:
+            if t not in self._outside_recorded and self._outside_of_plan(t):
+                self._record_outside(index, t, recorded[t] or [])
+        return [c for t in tables for c in recorded[t] or () if not self._outside(t, c.index)]
+
+    def _outside_of_plan(self, table: TableId) -> frozenset[int]:
+        """Indexes of the table's planned chunks around a key range read again (recorded, not read)."""
+        if table not in self._outside_of:
+            self._outside_of[table] = self.store.outside(table)
+        return self._outside_of[table]
+
+    def _outside(self, table: TableId, index: int) -> bool:
+        return index in self._outside_of_plan(table)
+
+    def _record_outside(self, index: int, table: TableId, chunks: list[Chunk]) -> None:
+        """Record the chunks around a key range read again in round ``index``, with no rows, at the watermark of
+        the point the range left the capture (``Round.range_high`` of the round before); first-wins, so done
+        again after a crash between the plan's record and theirs."""
+        before = self.store.round(index - 1) if index > 0 else None
+        if before is None or before.range_of(table) is None:
+            return  # a plan of an earlier round's range: its chunks were recorded then
+        if before.range_high is None:
+            raise StateError(f"round {index - 1} under {self.store.location!r} took a key range of {table} out "
+                             "without the point it did so: the state_dir was damaged; take a new snapshot")
+        at = BinlogOffset.from_dict(before.range_high)
+        for i in self._outside_of_plan(table):
+            if self.store.chunk_record(table, i) is None:
+                self.store.record_chunk(ChunkRecord.of(chunks[i], at, at, 0))
+        self._outside_recorded.add(table)
+
+    def _ranges_read_in(self, index: int) -> dict[TableId, KeyRange]:
+        """The key ranges round ``index`` reads again: those the round before took out of the capture."""
+        before = self.store.round(index - 1) if index > 0 and self.many else None
+        return dict(before.ranges) if before is not None else {}
+
+    def _plan_range(self, index: int, schema: TableSchema, key_range: KeyRange) -> list[Chunk]:
+        """The plan of a table of which only ``key_range`` is read again in round ``index``: the chunks around it
+        are recorded at once, with no rows, at the watermark of the point the range left the capture (where the
+        round resumes the binlog; recorded by the round before, ``Round.range_high``: ``emit.outside_high``)."""
+        plan, outside = split_key_range(self.profile, self.opts, schema, key_range, slots=self.parallelism)
+        chunks = self.store.record_plan(schema.table, plan.chunks, plan.rows_per_chunk, plan.avg_row_bytes,
+                                        outside)
+        self._outside_of.pop(schema.table, None)
+        self._outside_recorded.discard(schema.table)
+        log.warning("mysql_cdc: %s: %s is read again (%d chunk(s)); the rows around it stay as they were when it "
+                    "left the capture", schema.table, key_range.text(), len(chunks) - len(outside))
+        return chunks
 
     def _added_in(self) -> dict[TableId, int]:
         """The round that last added each table (a table dropped and created again: its later round)."""
@@ -226,9 +288,11 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                              f"{begin.to_dict()!r}: the state_dir belongs to another checkpoint")
         return rnd
 
-    def _new_round(self, index: int, begin: ReadFrom) -> list[TableId] | None:
+    def _new_round(self, index: int, begin: ReadFrom) -> list[TableId] | dict[TableId, str] | None:
         """Tables that match now and are not captured yet, recorded as snapshot round ``index`` resuming the
-        binlog at ``begin``; ``None`` when there are none."""
+        binlog at ``begin``; ``None`` when there are none. A dict instead: key ranges the round before took out
+        that cannot be read alone now (:meth:`_range_trouble`), nothing recorded: those tables are to be reset
+        whole first."""
         if not self._look_for_tables:
             return None
         captured = set(self._captured(index))
@@ -237,6 +301,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         # looked: not again until a DDL statement asks (cleared only now, so that a lost server, which makes
         # the planning run again, does not make it skip the look)
         self._look_for_tables = False
+        trouble = self._range_trouble(index, begin, at, now)
+        if trouble:
+            self._look_for_tables = True  # again, after the reset
+            return trouble
         new = sorted((s.table for s in now if s.table not in captured), key=str)
         if not new:
             return None
@@ -251,6 +319,46 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             self.follower.ensure_history(self.store.rounds())
         return list(rnd.tables)
 
+    def _range_trouble(self, index: int, begin: ReadFrom, at: dict[str, Any] | None, now: list[TableSchema]
+                       ) -> dict[TableId, str]:
+        """Key ranges the round before ``index`` took out that cannot be read alone now, with why: the table left
+        the source (or the patterns), its key is no longer the range's, or a DDL statement changed it after the
+        range left at ``begin`` and before it is described (``at``): the rows around the range, as the mirror
+        has them, are of its former shape, and the changes of their keys from ``begin`` on would be decoded with
+        the new one. Each is reset whole instead."""
+        ranged = self._ranges_read_in(index)
+        if not ranged:
+            return {}
+        described = {s.table: s for s in now}
+        out: dict[TableId, str] = {}
+        for t, r in ranged.items():
+            d = described.get(t)
+            if d is None:
+                out[t] = "it left the source (or the tables captured) before its key range was read again"
+            elif tuple(d.chunk_key) != r.key_columns or range_problem(d.columns, d.chunk_key) is not None:
+                out[t] = f"its key is no longer the range's ({', '.join(r.key_columns)}): {r.text()} is read whole"
+        rest = [t for t in ranged if t not in out]
+        if rest and at is not None:
+            phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(rest), {})
+            for ch in phase.statements(begin, BinlogOffset(str(at["file"]), int(at["pos"]))):
+                if ch.table in rest and not index_only(ch.statement):
+                    out.setdefault(ch.table, f"changed at {ch.file}:{ch.pos} by {ch.statement[:200]!r} before its key "
+                                             "range was read again")
+        for t, why in out.items():
+            log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: %s", t, ranged[t].text(), why)
+        return out
+
+    def _range_redo(self, rounds: int, begin: ReadFrom, trouble: dict[TableId, str]) -> dict[str, Any]:
+        """The batch that resets whole the tables whose key range cannot be read alone (``trouble``), and takes the
+        other ranges of the round before out again (their rows are gone already), as round ``rounds``."""
+        before = self.store.round(rounds - 1)
+        assert before is not None
+        keep = {t: r for t, r in before.ranges if t not in trouble}
+        why = {t: trouble.get(t, f"{r.text()} read again (a table beside it is reset whole first)")
+               for t, r in before.ranges}
+        high = BinlogOffset.from_dict(before.range_high) if keep and before.range_high else None
+        return self._reset(rounds, begin, begin.to_dict(), why, ranges=keep, range_high=high)
+
     def _retire(self, index: int, tables: tuple[TableId, ...]) -> None:
         """Dropped tables' plans and chunk records move aside: no batch reads them again (the batch before the
         DROP is committed when the DROP's batch is planned), and a table created later under the name starts
@@ -259,6 +367,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             self.store.retire(t, f"round-{index}")
         self._rules_done.clear()
         self._highest.clear()
+        self._outside_of.clear()
+        self._outside_recorded.clear()
 
     def _watch(self, captured: list[TableId]) -> Any:
         known = set(captured)
@@ -340,6 +450,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 self._retire(rounds, rnd.dropped)
                 return self._binlog_offset(rnd.end or {}, begin, rounds + 1)
             new = (list(rnd.tables) if rnd is not None else self._new_round(rounds, begin)) if self.many else None
+            if isinstance(new, dict):
+                return self._range_redo(rounds, begin, new)
             if new:
                 n = len(self._chunks(rounds, plan_missing=True))
                 return SnapshotOffset(self._step(rounds, 0, n, max_rows), n, rounds, begin).to_dict()
@@ -347,7 +459,9 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             # records the round that snapshots its tables (state/resnapshot.py reads the two rounds so)
             if rnd is None and self.many and (asked := self._asked_again(rounds)):
                 self._xa_after = None  # the reset ends where the batch starts: the XA open there are begin's
-                return self._reset(rounds, begin, begin.to_dict(), asked[1], request=asked[0])
+                ranges, high = self._ranges_at(rounds, begin, asked[2])
+                return self._reset(rounds, begin, begin.to_dict(), asked[1], request=asked[0], ranges=ranges,
+                                   range_high=high)
         end = self._target or server_end(self.profile, self.facts)
         if end.position_key() > begin.offset.position_key() or begin.auto_position:
             # the batch ends before a DDL of a captured table (a DDL at its start stops the stream here), just
@@ -381,11 +495,13 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 return start
         return self._binlog_offset({"file": end.file, "pos": end.pos}, begin, rounds)
 
-    def _asked_again(self, rounds: int) -> tuple[int, dict[TableId, str]] | None:
+    def _asked_again(self, rounds: int) -> tuple[int, dict[TableId, str], dict[TableId, KeyRange]] | None:
         """Snapshots asked for while the capture runs (``mysql-cdc resnapshot``, ``verify --repair``:
         ``requests/`` of the state dir) and not taken by a round yet: the highest request's number and why each
-        captured table they name is to be snapshotted again (:mod:`mysql_cdc.state.resnapshot`). A request whose
-        tables all left the capture since is passed over, with a warning."""
+        captured table they name is to be snapshotted again (:mod:`mysql_cdc.state.resnapshot`), and the key
+        ranges asked for where only a range of a table is (one range per table: the smallest that holds every
+        range asked of it; a table also asked whole is read whole). A request whose tables all left the capture
+        since is passed over, with a warning."""
         requests = self.store.requests(self._requests_taken)  # one read of a file that is not there, mostly
         if not requests:
             return None
@@ -395,6 +511,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         self._requests_taken = first
         captured = set(self._captured(rounds))
         why: dict[TableId, str] = {}
+        ranges: dict[TableId, KeyRange | None] = {}
         for n, req in enumerate(requests, first):
             asked = [t for t in req.tables if t in captured]
             passed = known = self.store.request_passed(n)
@@ -410,18 +527,53 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                     self._requests_taken = n + 1
                 continue
             for t in asked:
-                why.setdefault(t, f"snapshotted again on request {n}{f' ({req.why})' if req.why else ''}")
+                part = f" ({req.range.text()})" if req.range is not None else ""
+                why.setdefault(t, f"snapshotted again{part} on request {n}{f' ({req.why})' if req.why else ''}")
+                was = ranges.get(t, req.range)
+                same = was is not None and req.range is not None and was.key_columns == req.range.key_columns
+                ranges[t] = was.hull(req.range) if same and was is not None and req.range is not None else None
         if not why:
             return None
-        return first + len(requests) - 1, why
+        return first + len(requests) - 1, why, {t: r for t, r in ranges.items() if r is not None}
+
+    def _ranges_at(self, rounds: int, begin: ReadFrom, asked: dict[TableId, KeyRange]
+                   ) -> tuple[dict[TableId, KeyRange], BinlogOffset | None]:
+        """The key ranges asked for that can be read alone at ``begin`` (:func:`.emit.outside_high`: the stream
+        is past every watermark of the table; the range is over the table's chunk key), and the watermark the
+        chunks around them get (with MySQL's GTID watermarks, the executed set at ``begin``:
+        :func:`.phase.executed_at`); the others' tables are read again whole, said in a warning."""
+        if not asked:
+            return {}, None
+        rules = self._rules_of(rounds)
+        gtids = any(h.kind == "gtid" for t in asked if t in rules for h in rules[t].highs)
+        at = executed_at(self.profile, self.facts, self.opts, begin) if gtids else BinlogOffset(
+            begin.offset.file, begin.offset.pos)
+        out: dict[TableId, KeyRange] = {}
+        high: BinlogOffset | None = None
+        for t, r in asked.items():
+            schema = self._schemas_of([t]).get(t)
+            rule = rules.get(t)
+            why = outside_high(rule.highs, at) if rule is not None else "its chunks are not recorded"
+            if schema is None or tuple(schema.chunk_key) != r.key_columns:
+                why = f"its chunk key is not {', '.join(r.key_columns)} now"
+            elif (problem := range_problem(schema.columns, schema.chunk_key)) is not None:
+                why = problem
+            if isinstance(why, str):
+                log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: %s", t, r.text(), why)
+                continue
+            out[t], high = r, why
+        return out, high
 
     # -- schema changes followed (option schema_changes follow) --
     def _reset(self, rounds: int, begin: ReadFrom, at: dict[str, Any], why: dict[TableId, str],
-               again: bool = True, request: int | None = None) -> dict[str, Any]:
+               again: bool = True, request: int | None = None,
+               ranges: dict[TableId, KeyRange] | None = None, range_high: BinlogOffset | None = None
+               ) -> dict[str, Any]:
         """The batch that takes tables out of the capture at ``at`` (recorded as round ``rounds``): dropped, or
         (``again``) to be snapshotted again from there, when the next batch looks for tables to capture (a table
         that still matches is captured afresh: its rows come again as snapshot rows). The batch's rows say so
-        (``T`` rows, :class:`ResetPartition`)."""
+        (``T`` rows, :class:`ResetPartition`); of a table in ``ranges`` only that key range leaves (``-R``
+        row), and the next round reads only it again."""
         gone = sorted(why, key=str)
         note = "; ".join(f"{t}: {why[t]}" for t in gone)
         for line in leaving_lines(why, at, again):
@@ -432,7 +584,11 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                     self.follower.record(t, at, RESET, why=why[t])
             self._look_for_tables = True
         rnd = self.store.record_round(rounds, Round((), begin.to_dict(), tuple(gone), note[:4000], at,
-                                                    request=request))
+                                                    request=request,
+                                                    ranges=tuple(sorted((ranges or {}).items(), key=lambda i: str(
+                                                        i[0]))),
+                                                    range_high=range_high.to_dict() if ranges and range_high
+                                                    else None))
         if rnd.request is not None:
             self._requests_taken = max(self._requests_taken, rnd.request + 1)
         self._retire(rounds, rnd.dropped)
@@ -494,7 +650,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             rnd = self.store.round(done)
             if rnd is None or not rnd.dropped:
                 return []
-            return [ResetPartition(tuple((t.database, t.table) for t in rnd.dropped), dict(rnd.end or {}))]
+            return [ResetPartition(tuple((t.database, t.table) for t in rnd.dropped), dict(rnd.end or {}),
+                                   tuple((t.database, t.table, r.to_dict()) for t, r in rnd.ranges))]
         if isinstance(first, SnapshotOffset):
             rounds = first.index + 1
             begin = first.resume if first.resume is not None else rules_start(self._rules(self._round_tables(
@@ -552,7 +709,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
     # -- data (executors) --
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, ResetPartition):
-            yield reset_batch([TableId(db, t) for db, t in partition.tables], partition.at)
+            yield reset_batch([TableId(db, t) for db, t in partition.tables], partition.at,
+                              {TableId(db, t): KeyRange.from_dict(r) for db, t, r in partition.ranges})
             return
         # nothing here reads the state dir: the partition carries what the read needs (docs/DESIGN.md §12)
         if isinstance(partition, ChunkPartition):

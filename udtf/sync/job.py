@@ -30,13 +30,16 @@ import pyarrow.compute as pc
 
 from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange, reset_range
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.rows import (
     COMMIT_COLUMN,
     DATABASE_COLUMN,
     OP_COLUMN,
-    RESET_OP,
+    POSITION_COLUMN,
+    RANGE_RESET_OP,
+    RESETS,
     SEQ_COLUMN,
     SNAPSHOT,
     TABLE_COLUMN,
@@ -202,8 +205,10 @@ class SyncBatches:
             db, tb = name.split("\x00")
             table = TableId(db, tb)
             part = data.filter(pc.equal(names, name))
-            schema = self._to_merge(table, part.num_rows, RESET_OP in part.column(OP_COLUMN).to_pylist(), store,
-                                    batch_id, stats)
+            ops = part.column(OP_COLUMN).to_pylist()
+            resets = [i for i, op in enumerate(ops) if op in RESETS]
+            key_range = reset_range(part.column(POSITION_COLUMN)[resets[0]].as_py()) if resets else None
+            schema = self._to_merge(table, part.num_rows, bool(resets), store, batch_id, stats, key_range)
             if schema is None:
                 continue
             t0 = time.monotonic()
@@ -219,15 +224,15 @@ class SyncBatches:
             stats.count(table, merged, part.num_rows, pc.max(part.column(COMMIT_COLUMN)).as_py())
 
     def _to_merge(self, table: TableId, rows: int, reset: bool, store: StateStore, batch_id: int,
-                  stats: BatchStats) -> TableSchema | None:
+                  stats: BatchStats, key_range: KeyRange | None = None) -> TableSchema | None:
         """What a batch's rows of ``table`` ask before any merge: a reset (the table left the capture; the batch
-        is the statement that took it out, alone: its mirror's rows go), done here; a table without a key, left
-        out; else the schema to merge them with."""
+        is the statement that took it out, alone: its mirror's rows go, or those in ``key_range`` for a ``-R``
+        row), done here; a table without a key, left out; else the schema to merge them with."""
         assert self._app_id is not None
         if reset:
             if rows != 1:
                 raise StateError(f"a batch holds {rows - 1} rows of {str(table)!r} beside its reset")
-            stats.count(table, self.mirror.reset(table, self._app_id, batch_id), 1, None)
+            stats.count(table, self.mirror.reset(table, self._app_id, batch_id, key_range), 1, None)
             return None
         schema = store.schema(table)
         if schema is None:
@@ -257,7 +262,8 @@ class SyncBatches:
             t0 = time.monotonic()
             groups = (df.groupBy(DATABASE_COLUMN, TABLE_COLUMN)
                       .agg(F.count(F.lit(1)).alias("n"),
-                           F.max((F.col(OP_COLUMN) == RESET_OP).cast("int")).alias("reset"),
+                           F.max(F.col(OP_COLUMN).isin(*RESETS).cast("int")).alias("reset"),
+                           F.max(F.when(F.col(OP_COLUMN) == RANGE_RESET_OP, F.col(POSITION_COLUMN))).alias("range"),
                            F.min((F.col(OP_COLUMN) == SNAPSHOT).cast("int")).alias("snapshot"),
                            F.max(COMMIT_COLUMN).alias("last")).collect())
             stats.collect_seconds = time.monotonic() - t0  # the batch read from the source and persisted
@@ -265,7 +271,8 @@ class SyncBatches:
             merges: list[tuple[Any, TableSchema, Any]] = []  # (group, schema, rows): merged together below
             for g in groups:
                 table = TableId(g[DATABASE_COLUMN], g[TABLE_COLUMN])
-                schema = self._to_merge(table, int(g["n"]), bool(g["reset"]), store, batch_id, stats)
+                schema = self._to_merge(table, int(g["n"]), bool(g["reset"]), store, batch_id, stats,
+                                        reset_range(g["range"]))
                 if schema is None:
                     continue
                 part = df.filter((F.col(DATABASE_COLUMN) == table.database) & (F.col(TABLE_COLUMN) == table.table))

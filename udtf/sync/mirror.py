@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rows import (
     META_COLUMNS,
@@ -239,9 +240,10 @@ class DeltaMirror:
         _log.warning("mirror of %s: columns now %s (%d rows moved)", schema.table, want.names, count)
         return True
 
-    def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
+    def reset(self, table: TableId, app_id: str, batch_id: int, key_range: KeyRange | None = None) -> bool:
         """Delete every row of the table's mirror (its table was dropped, truncated, renamed away or is
-        snapshotted again: a ``T`` row), in a commit with the batch's transaction; false when done already."""
+        snapshotted again: a ``T`` row), or those in ``key_range`` (a ``-R`` row: the range is read again), in
+        a commit with the batch's transaction; false when done already."""
         dl = _deltalake()
         p = self.path(table)
         if not dl.DeltaTable.is_deltatable(p):
@@ -250,8 +252,9 @@ class DeltaMirror:
         done = t.transaction_version(app_id)
         if done is not None and int(done) >= batch_id:
             return False
-        t.delete(commit_properties=dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
-                                                       custom_metadata={"mysql_cdc.batch": str(batch_id)}))
+        where = None if key_range is None else key_range.predicate(lambda c: "`" + c.replace("`", "``") + "`")
+        t.delete(where, commit_properties=dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
+                                                              custom_metadata={"mysql_cdc.batch": str(batch_id)}))
         return True
 
     def apply(self, schema: TableSchema, rows: pa.Table, app_id: str, batch_id: int) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange, parse_bound, range_problem
 from mysql_cdc.options import split_patterns
 from mysql_cdc.state.resnapshot import RequestProgress, progress
 from mysql_cdc.state.storage import read_text
@@ -46,9 +47,29 @@ def matching(store: StateStore, tables: str) -> list[TableId]:
     return out
 
 
-def ask(store: StateStore, tables: Sequence[TableId], why: str = "") -> int:
+def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int] | None,
+              end: str | int | Sequence[int] | None) -> KeyRange:
+    """The key range ``[start, end)`` of ``table`` over its chunk key (text: integers separated by commas, one per
+    key column); one error, before anything is recorded, when the table's key takes no range."""
+    schema = next((s for s in captured_schemas(store) if s.table == table), None)
+    if schema is None:
+        raise ConfigError(f"{str(table)!r} is not captured by the sync of state_dir {store.location!r}")
+    cols = tuple(schema.chunk_key)
+    why = range_problem(schema.columns, cols)
+    if why is not None:
+        raise ConfigError(f"a key range of {str(table)!r} is read again over a key of signed integer columns, NOT "
+                          f"NULL, and {why}: snapshot the whole table again (leave out the key bounds)")
+
+    def bound(b: str | int | Sequence[int] | None) -> tuple[int, ...] | None:
+        if b is None or isinstance(b, str):
+            return parse_bound(b, cols)
+        return (b,) if isinstance(b, int) else tuple(b)
+    return KeyRange(cols, bound(start), bound(end))
+
+
+def ask(store: StateStore, tables: Sequence[TableId], why: str = "", key_range: KeyRange | None = None) -> int:
     """Record a request to snapshot ``tables`` again (each must be captured now: one error naming those that
-    are not, and what is captured); returns its number."""
+    are not, and what is captured), or only ``key_range`` of the one table named; returns its number."""
     if not store.exists():
         raise StateError(f"no capture is recorded under state_dir {store.location!r}: give the sync's --state-dir")
     if not tables:
@@ -60,7 +81,11 @@ def ask(store: StateStore, tables: Sequence[TableId], why: str = "") -> int:
         raise ConfigError(f"{', '.join(repr(str(t)) for t in unknown)} is not captured by the sync of state_dir "
                           f"{store.location!r}, which captures: {shown}; name tables it captures ('db.table')")
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return store.record_request(ResnapshotRequest(tuple(dict.fromkeys(tables)), why[:500], at))
+    tables = tuple(dict.fromkeys(tables))
+    if key_range is not None and len(tables) != 1:
+        raise ConfigError(f"key bounds name a range of one table, but {', '.join(map(str, tables))} match: give "
+                          "a pattern of that table alone")
+    return store.record_request(ResnapshotRequest(tables, why[:500], at, key_range))
 
 
 def where(store: StateStore, checkpoint: str | None, request: int) -> RequestProgress:

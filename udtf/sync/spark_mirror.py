@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.ids import TableId
+from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.rows import OP_COLUMN, SEQ_COLUMN, VALUES_COLUMN
@@ -291,12 +292,13 @@ class SparkDeltaMirror:
         _log.warning("mirror of %s: columns now %s", schema.table, [n for n, _ in want_types])
         return True
 
-    def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
-        """Delete every row of the table's mirror in a commit with the batch's transaction; false when the table
-        is not there or had this batch already."""
+    def reset(self, table: TableId, app_id: str, batch_id: int, key_range: KeyRange | None = None) -> bool:
+        """Delete every row of the table's mirror (or those in ``key_range``) in a commit with the batch's
+        transaction; false when the table is not there or had this batch already."""
         if not self._owner(table)[0]:
             return False
-        return self._exactly_once(self.spark, table, app_id, batch_id, f"DELETE FROM {self.name(table)}")
+        where = "" if key_range is None else f" WHERE {key_range.predicate(quote)}"
+        return self._exactly_once(self.spark, table, app_id, batch_id, f"DELETE FROM {self.name(table)}{where}")
 
     def apply_frame(self, schema: TableSchema, rows: Any, capture: pa.Schema, app_id: str, batch_id: int,
                     own_session: bool = False, append: bool = False) -> bool:
@@ -398,17 +400,22 @@ class SparkIcebergMirror(SparkDeltaMirror):
         types = dict(_types(_spark_schema(want)))
         return identifier_fields([(k, types[k].upper()) for k in schema.primary_key], "iceberg")
 
-    def reset(self, table: TableId, app_id: str, batch_id: int) -> bool:
+    def reset(self, table: TableId, app_id: str, batch_id: int, key_range: KeyRange | None = None) -> bool:
         """Delete every row of the table's mirror in one commit marked with the batch. Not by ``DELETE FROM``:
         Iceberg deletes whole files from their metadata alone, in a commit that takes no snapshot property from
         the session (found by the eight-kill test: the reset's snapshot named no batch). An overwrite of every
         row by none (``overwrite(True)``: whatever the session's partition overwrite mode) is Spark's write,
-        whose commit carries them."""
+        whose commit carries them. The rows of a ``key_range`` go by ``DELETE FROM ... WHERE``, a row-level
+        delete (an overwrite by a filter fails on files holding rows on both sides of it); should its commit be
+        one of whole files, unmarked, the delete runs again after a crash and finds nothing more to delete."""
         from pyspark.sql import functions as F
 
         if not self._owner(table)[0]:
             return False
         name = self.name(table)
+        if key_range is not None:
+            return self._exactly_once(self.spark, table, app_id, batch_id,
+                                      f"DELETE FROM {name} WHERE {key_range.predicate(quote)}")
         return self._exactly_once(self.spark, table, app_id, batch_id,
                                   lambda session: session.table(name).where(F.lit(False)).writeTo(name).overwrite(
                                       F.lit(True)))

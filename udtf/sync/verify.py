@@ -39,6 +39,7 @@ from mysql_cdc.chunks import Chunk
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.ids import TableId, ident, table_ident
+from mysql_cdc.keyrange import KeyRange, range_problem
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
@@ -85,6 +86,7 @@ class TableCheck:
     seconds: float = 0.0
     source_seconds: float = 0.0  # of which the source's checksums
     mirror_seconds: float = 0.0  # and the mirror's (run at the same time)
+    keys: tuple[tuple[Any, ...], ...] = field(default=(), compare=False, repr=False)  # every differing key
 
     @property
     def ok(self) -> bool:
@@ -187,6 +189,31 @@ def _check_lines(t: TableCheck) -> list[str]:
     return out
 
 
+def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
+    """The smallest key range holding every key of ``check`` that differs, where a range of the table can be
+    read again (:mod:`mysql_cdc.keyrange`: a chunk key of integer columns, NOT NULL, that is the primary key)
+    and every differing key is known (no bucket left unnarrowed); else ``None``: the table is read again whole.
+
+    >>> from mysql_cdc.schema import ColumnInfo
+    >>> from mysql_cdc.ids import TableId
+    >>> s = TableSchema(TableId("d", "t"), (ColumnInfo("id", "int", "int", False),), ("id",), ("id",))
+    >>> differing_range(s, TableCheck("d.t", differing=2, keys=((7,), (3,)))).text()
+    'id in [3, 8)'
+    >>> differing_range(s, TableCheck("d.t", differing=2, buckets=1, keys=((7,), (3,)))) is None
+    True
+    """
+    cols = tuple(schema.chunk_key)
+    if (check.buckets or not check.keys or len(check.keys) != check.differing or cols != tuple(schema.primary_key)
+            or range_problem(schema.columns, cols) is not None):
+        return None
+    keys = [tuple(int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else v for v in k)
+            for k in check.keys]  # a mirror's BIGINT UNSIGNED is a DECIMAL(20, 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for k in keys for v in k):
+        return None
+    low, high = min(keys), max(keys)
+    return KeyRange(cols, tuple(low), (*high[:-1], high[-1] + 1))
+
+
 def repair_tables(report: VerifyReport, store: StateStore, checkpoint: str, timeout: float, started: float,
                   again: Callable[[set[TableId]], VerifyReport]) -> VerifyReport:
     """``verify --repair``: the tables of ``report`` that differ snapshotted again by the sync
@@ -198,16 +225,25 @@ def repair_tables(report: VerifyReport, store: StateStore, checkpoint: str, time
     bad = tuple(t for t in report.tables if not t.ok and not t.not_checked)
     if not bad:
         return report
-    ids = {str(s.table): s.table for s in captured_schemas(store)}
-    tables = [ids[t.table] for t in bad]
+    schemas = {str(s.table): s for s in captured_schemas(store)}
+    tables = [schemas[t.table].table for t in bad]
     keys = sum(t.differing for t in bad)
-    request = ask(store, tables, f"verify --repair: {keys} keys and {sum(t.buckets for t in bad)} buckets differed")
+    why = f"verify --repair: {keys} keys and {sum(t.buckets for t in bad)} buckets differed"
+    ranges = {schemas[t.table].table: r for t in bad if (r := differing_range(schemas[t.table], t)) is not None}
+    whole = [t for t in tables if t not in ranges]
+    asked = [ask(store, [t], why, r) for t, r in ranges.items()] + ([ask(store, whole, why)] if whole else [])
     t0 = time.monotonic()
-    now = wait(store, checkpoint, request, timeout, sync_holds(store.location))
-    done = Repair(request, now.state, time.monotonic() - t0, bad, tuple(map(str, now.gone)), now.why)
+    gone: list[str] = []
+    for request in asked:  # taken by the sync's next round, or the one after
+        now = wait(store, checkpoint, request, max(0.0, timeout - (time.monotonic() - t0)),
+                   sync_holds(store.location))
+        gone += map(str, now.gone)
+        if now.state != "done":
+            break
+    done = Repair(request, now.state, time.monotonic() - t0, bad, tuple(gone), now.why)
     if now.state != "done":
         return VerifyReport(report.tables, time.monotonic() - started, done)
-    after = {t.table: t for t in again({t for t in tables if t not in now.gone}).tables}
+    after = {t.table: t for t in again({t for t in tables if str(t) not in gone}).tables}
     checks = tuple(after.get(t.table, t) if t.table not in done.gone else TableCheck(
         t.table, not_checked="no longer captured: it left the sync's tables") for t in report.tables)
     return VerifyReport(checks, time.monotonic() - started, done)
@@ -790,4 +826,5 @@ class Verifier:
                           extra=words[1], changed=words[2], twice=words[3], differing=len(d),
                           buckets=first.diff.buckets, point=first.point,
                           seconds=time.monotonic() - started, source_seconds=first.source_seconds,
-                          mirror_seconds=first.mirror_seconds)
+                          mirror_seconds=first.mirror_seconds,
+                          keys=tuple(k for part in (d.missing, d.extra, d.changed, d.twice) for k in part.values()))

@@ -1,0 +1,170 @@
+"""A key range of one table, read again on demand (``mysql-cdc resnapshot --key-from/--key-to``, ``verify
+--repair``): half-open ``[start, end)`` over the table's chunk key, either end open (``None``), compared as the
+server compares the key: column after column (pure; no server, no Spark).
+
+Only chunk keys of integer columns, NOT NULL, take a range: their order is the same in MySQL, in Spark and in
+delta-rs, so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`) are exactly those the source
+reads again. A key of strings (ordered by a collation the lake does not know), of DECIMAL or temporal values
+(literals typed per engine) is snapshotted again whole.
+
+Worked example: over ``(a, b)`` the range ``[(1, 5), (3, 0))`` holds every key from ``(1, 5)`` up to, not
+including, ``(3, 0)``; its SQL text says so column by column, each bound one disjunction:
+
+>>> r = KeyRange(("a", "b"), (1, 5), (3, 0))
+>>> r.contains((1, 5)), r.contains((2, -9)), r.contains((1, 4)), r.contains((3, 0))
+(True, True, False, False)
+>>> r.predicate(lambda c: f"`{c}`")
+'((`a` > 1) OR (`a` = 1 AND `b` >= 5)) AND ((`a` < 3) OR (`a` = 3 AND `b` < 0))'
+>>> KeyRange.from_dict(r.to_dict()) == r, r.to_dict()
+(True, {'key_columns': ['a', 'b'], 'start': [1, 5], 'end': [3, 0]})
+>>> KeyRange(("id",), None, None).predicate(str)
+'TRUE'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mysql_cdc.errors import ConfigError
+
+IntKey = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """``[start, end)`` over ``key_columns``; each bound a whole key (a value per column, as chunk bounds are)."""
+
+    key_columns: tuple[str, ...]
+    start: IntKey | None = None
+    end: IntKey | None = None
+
+    def __post_init__(self) -> None:
+        if not self.key_columns:
+            raise ConfigError("a key range needs the key's columns: a table without a key is snapshotted again whole")
+        for name, b in (("start", self.start), ("end", self.end)):
+            if b is None:
+                continue
+            if len(b) != len(self.key_columns) or not all(isinstance(v, int) and not isinstance(v, bool) for v in b):
+                raise ConfigError(f"key range {name} {b!r} must be {len(self.key_columns)} integer(s), one per "
+                                  f"column of the key ({', '.join(self.key_columns)}) in order")
+        if self.start is not None and self.end is not None and not self.start < self.end:
+            raise ConfigError(f"key range start {self.start!r} is not below its end {self.end!r}: nothing to read")
+
+    def contains(self, key: Sequence[int]) -> bool:
+        """Whether a full key lies in the range."""
+        k = tuple(key)
+        return (self.start is None or k >= self.start) and (self.end is None or k < self.end)
+
+    def predicate(self, quote: Callable[[str], str]) -> str:
+        """SQL text that holds for exactly the keys in the range (integer literals; ``quote`` makes a column's
+        name an identifier of the engine's dialect)."""
+        parts = []
+        if self.start is not None:
+            parts.append(_bound(self.key_columns, self.start, ">", quote))
+        if self.end is not None:
+            parts.append(_bound(self.key_columns, self.end, "<", quote))
+        return " AND ".join(parts) or "TRUE"
+
+    def hull(self, other: KeyRange) -> KeyRange:
+        """The smallest range holding both (requests for one table are taken together).
+
+        >>> KeyRange(("id",), (5,), (9,)).hull(KeyRange(("id",), (1,), (3,)))
+        KeyRange(key_columns=('id',), start=(1,), end=(9,))
+        >>> KeyRange(("id",), (5,), (9,)).hull(KeyRange(("id",), None, (3,))).start is None
+        True
+        """
+        if other.key_columns != self.key_columns:
+            raise ConfigError(f"key ranges over {self.key_columns!r} and {other.key_columns!r} cannot be joined")
+        start = None if self.start is None or other.start is None else min(self.start, other.start)
+        end = None if self.end is None or other.end is None else max(self.end, other.end)
+        return KeyRange(self.key_columns, start, end)
+
+    def text(self) -> str:
+        """For lines a user reads.
+
+        >>> KeyRange(("id",), (10,), None).text()
+        'id in [10, +inf)'
+        """
+        def show(b: IntKey | None, inf: str) -> str:
+            return inf if b is None else ", ".join(map(str, b)) if len(b) == 1 else f"({', '.join(map(str, b))})"
+        cols = self.key_columns[0] if len(self.key_columns) == 1 else f"({', '.join(self.key_columns)})"
+        return f"{cols} in [{show(self.start, '-inf')}, {show(self.end, '+inf')})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key_columns": list(self.key_columns), "start": None if self.start is None else list(self.start),
+                "end": None if self.end is None else list(self.end)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KeyRange:
+        def key(v: Any) -> IntKey | None:
+            return None if v is None else tuple(int(x) for x in v)
+        return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")))
+
+
+def range_problem(columns: Sequence[Any], key: Sequence[str]) -> str | None:
+    """Why a table whose chunk key is ``key`` (``columns``: its :class:`~mysql_cdc.schema.ColumnInfo` s) takes
+    no key range, or ``None``: the key must be integer columns, NOT NULL, whose lake column is an integer too
+    (BIGINT UNSIGNED is a DECIMAL(20, 0) there, whose file statistics delta-rs clamps at 2^63 - 1 so that a
+    delete skips the files of the keys above; TINYINT(1) may be a BOOLEAN).
+
+    >>> from mysql_cdc.schema import ColumnInfo as C
+    >>> range_problem([C("id", "int", "int", False)], ["id"]) is None
+    True
+    >>> range_problem([C("id", "bigint", "bigint unsigned", False)], ["id"])
+    'its chunk key id is not of signed integer columns, NOT NULL (id is bigint unsigned)'
+    """
+    by = {c.name: c for c in columns}
+    bad = [by[k] for k in key if k not in by or by[k].nullable or not by[k].is_integral
+           or (by[k].data_type == "bigint" and "unsigned" in by[k].column_type)
+           or by[k].column_type.startswith("tinyint(1)")] if key and all(k in by for k in key) else None
+    if bad is None:
+        return "it has no chunk key"
+    if bad:
+        shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
+        return f"its chunk key {', '.join(key)} is not of signed integer columns, NOT NULL ({shown})"
+    return None
+
+
+def reset_range(position: str | None) -> KeyRange | None:
+    """The key range a ``-R`` row's ``__position`` names (``None`` for a ``T`` row's: the whole table).
+
+    >>> reset_range('{"file":"b.1","pos":4,"range":{"key_columns":["id"],"start":[3],"end":null}}').text()
+    'id in [3, +inf)'
+    >>> reset_range('{"file":"b.1","pos":4}') is None
+    True
+    """
+    d = json.loads(position) if position else {}
+    return KeyRange.from_dict(d["range"]) if isinstance(d, dict) and d.get("range") else None
+
+
+def parse_bound(text: str | None, key_columns: Sequence[str]) -> IntKey | None:
+    """A bound as a user writes it: integers separated by commas, one per key column in order.
+
+    >>> parse_bound("10", ["id"]), parse_bound(" 3, -4 ", ["a", "b"]), parse_bound(None, ["id"])
+    ((10,), (3, -4), None)
+    """
+    if text is None:
+        return None
+    try:
+        out = tuple(int(p) for p in text.split(","))
+    except ValueError as e:
+        raise ConfigError(f"key bound {text!r} is not integers separated by commas, one per key column "
+                          f"({', '.join(key_columns)})") from e
+    if len(out) != len(key_columns):
+        raise ConfigError(f"key bound {text!r} has {len(out)} values but the key has {len(key_columns)} columns "
+                          f"({', '.join(key_columns)})")
+    return out
+
+
+def _bound(cols: Sequence[str], bound: IntKey, op: str, quote: Callable[[str], str]) -> str:
+    """Keys compared with a bound, column by column: ``>`` for a start (at or above), ``<`` for an end."""
+    ors = []
+    for i, v in enumerate(bound):
+        eq = [f"{quote(cols[j])} = {bound[j]}" for j in range(i)]
+        last = i == len(bound) - 1
+        cmp = (">=" if op == ">" else "<") if last else op
+        ors.append("(" + " AND ".join([*eq, f"{quote(cols[i])} {cmp} {v}"]) + ")")
+    return "(" + " OR ".join(ors) + ")"
