@@ -179,14 +179,18 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     with pytest.raises(mysql_cdc.ConfigError, match=r"matches no table the sync .* captures .*tv"):
         _verify(classic_spark, args, tables=f"{db}[.]nope")  # not "0 of 0 tables checked" and a clean exit
     # key bounds: refused, before anything is recorded, where a table's key takes no range or they are not its key
-    with pytest.raises(mysql_cdc.ConfigError, match=r"integer columns, NOT NULL; its chunk key is a, b: snapshot"):
+    with pytest.raises(mysql_cdc.ConfigError, match=r"cannot be read again alone: its chunk key a, b is not of "
+                       r"signed integer columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"its chunk key id is .* \(id is bigint unsigned\); snapshot"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1")  # DECIMAL(20,0) in a lake
+    z = f"{db}[.]`z%s`"
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
-        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="x")
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="x")
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound '1,2' has 2 values but the key has 1 column"):
-        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_to="1,2")
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_to="1,2")
     with pytest.raises(mysql_cdc.ConfigError, match=r"start \(9,\) is not below its end \(3,\)"):
-        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="9", key_to="3")
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="9", key_to="3")
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bounds name a range of one table, but tables"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.](tv|k2)", key_from="1")
     asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", checkpoint=args["checkpoint"])

@@ -57,8 +57,8 @@ def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int
     cols = tuple(schema.chunk_key)
     why = range_problem(schema.columns, cols)
     if why is not None:
-        raise ConfigError(f"a key range of {str(table)!r} is read again over a key of signed integer columns, NOT "
-                          f"NULL, and {why}: snapshot the whole table again (leave out the key bounds)")
+        raise ConfigError(f"a key range of {str(table)!r} cannot be read again alone: {why}; snapshot the whole "
+                          "table again (leave out the key bounds)")
 
     def bound(b: str | int | Sequence[int] | None) -> tuple[int, ...] | None:
         if b is None or isinstance(b, str):
