@@ -117,11 +117,10 @@ def range_problem(columns: Sequence[Any], key: Sequence[str]) -> str | None:
     'its chunk key id is not of signed integer columns, NOT NULL (id is bigint unsigned)'
     """
     by = {c.name: c for c in columns}
-    bad = [by[k] for k in key if k not in by or by[k].nullable or not by[k].is_integral
-           or (by[k].data_type == "bigint" and "unsigned" in by[k].column_type)
-           or by[k].column_type.startswith("tinyint(1)")] if key and all(k in by for k in key) else None
-    if bad is None:
+    if not key or not all(k in by for k in key):
         return "it has no chunk key"
+    bad = [by[k] for k in key if by[k].nullable or not by[k].is_integral or by[k].column_type.startswith("tinyint(1)")
+           or (by[k].data_type == "bigint" and "unsigned" in by[k].column_type)]
     if bad:
         shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
         return f"its chunk key {', '.join(key)} is not of signed integer columns, NOT NULL ({shown})"

@@ -530,8 +530,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 part = f" ({req.range.text()})" if req.range is not None else ""
                 why.setdefault(t, f"snapshotted again{part} on request {n}{f' ({req.why})' if req.why else ''}")
                 was = ranges.get(t, req.range)
-                same = was is not None and req.range is not None and was.key_columns == req.range.key_columns
-                ranges[t] = was.hull(req.range) if same and was is not None and req.range is not None else None
+                if was is None or req.range is None or was.key_columns != req.range.key_columns:
+                    ranges[t] = None  # asked whole, or over other columns (a rename between): read whole
+                else:
+                    ranges[t] = was.hull(req.range)
         if not why:
             return None
         return first + len(requests) - 1, why, {t: r for t, r in ranges.items() if r is not None}
