@@ -12,9 +12,15 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 set +e
 # a hung run fails here instead of eating CI's whole budget (the suite took 45 minutes on 2 cores; on a fresh
 # machine, its caches of jars, images and wheels cold, its first run took 55 minutes for the MySQL half alone)
-timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-4200}" .venv/bin/python -m pytest -p no:cacheprovider --durations=15 \
-  -m "not versions" "$@"
+durations="$(mktemp)"
+MYSQL_CDC_DURATIONS="$durations" timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-4200}" .venv/bin/python -m pytest \
+  -p no:cacheprovider --durations=15 -m "not versions" "$@"
 rc=$?
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then  # cut by the guard: pytest printed no durations, so say where time went
+  echo "== the main suite was cut after ${MYSQL_CDC_TEST_TIMEOUT:-4200} s; its slowest test phases:"
+  sort -rn "$durations" | head -25
+fi
+rm -f "$durations"
 # what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);
 # the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on 4.2 with MYSQL_CDC_LONG_VERSIONS=1;
 # the sync's kill test (Spark's Delta writer, 2 minutes) on 4.2; the sync into Iceberg with a kill (2 minutes) on

@@ -273,3 +273,14 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- durations
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With ``MYSQL_CDC_DURATIONS=<file>``, each test phase's seconds are appended to the file as it ends (pytest's
+    own ``--durations`` prints nothing when a run is cut by its time limit; scripts/test.sh prints the slowest)."""
+    path = os.environ.get("MYSQL_CDC_DURATIONS")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{report.duration:.2f}\t{report.when}\t{report.nodeid}\n")
