@@ -9,15 +9,19 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check .
 .venv/bin/mypy
+# MYSQL_CDC_LONG=1: the long profile, every case on both servers (tests/conftest.py) and the long versions run
+guard=3600
+[ -z "${MYSQL_CDC_LONG:-}" ] || { export MYSQL_CDC_LONG_VERSIONS=1; guard=9000; }
+guard="${MYSQL_CDC_TEST_TIMEOUT:-$guard}"
 set +e
 # a hung run fails here instead of eating CI's whole budget (the suite took 45 minutes on 2 cores; on a fresh
 # machine, its caches of jars, images and wheels cold, its first run took 55 minutes for the MySQL half alone)
 durations="$(mktemp)"
-MYSQL_CDC_DURATIONS="$durations" timeout -k 30 "${MYSQL_CDC_TEST_TIMEOUT:-4200}" .venv/bin/python -m pytest \
+MYSQL_CDC_DURATIONS="$durations" timeout -k 30 "$guard" .venv/bin/python -m pytest \
   -p no:cacheprovider --durations=15 -m "not versions" "$@"
 rc=$?
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then  # cut by the guard: pytest printed no durations, so say where time went
-  echo "== the main suite was cut after ${MYSQL_CDC_TEST_TIMEOUT:-4200} s; its slowest test phases:"
+  echo "== the main suite was cut after $guard s; its slowest test phases:"
   sort -rn "$durations" | head -25
 fi
 rm -f "$durations"

@@ -99,6 +99,72 @@ def root(info: ServerInfo, db: str) -> Iterator[Any]:
 
 # ---------------------------------------------------------------- spark
 
+# The classes a Spark driver loads, dumped once per pyspark, JVM and Python into a class data sharing archive
+# (JDK 13+), which every driver JVM the tests start then maps instead of loading them again: a session starts in
+# about 12 s instead of 20 on this 2-core machine, and the suite starts some hundred. Test infrastructure only:
+# nothing of it is in the package; a JVM that cannot use the archive ignores it (-Xshare:auto), silently.
+_CLASS_DUMP = """
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import udtf
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+spark.range(200000).selectExpr("id % 7 AS k", "id").groupBy("k").count().collect()
+spark.createDataFrame([(1, "a")], "a int, b string").rdd.map(lambda r: r).collect()
+spark.range(10).mapInArrow(lambda it: it, "id long").collect()
+
+@udtf(returnType="x int")
+class Two:
+    def eval(self, n: int):
+        yield (n,)
+        yield (n + 1,)
+
+spark.udtf.register("two", Two)
+spark.sql("SELECT * FROM two(1)").collect()
+q = spark.readStream.format("rate").load().writeStream.format("memory").queryName("m").trigger(availableNow=True)
+q.start().awaitTermination(60)
+jvm = spark._jvm
+spark.stop()
+jvm.java.lang.System.exit(0)  # the archive is written at a JVM's exit, which a killed gateway never reaches
+"""
+
+
+def _class_archive() -> str | None:
+    """The archive's path (made now if missing), or ``None`` where it cannot be made."""
+    import hashlib
+
+    import pyspark
+
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        return None
+    jars = sorted(os.listdir(os.path.join(os.path.dirname(pyspark.__file__), "jars")))
+    key = hashlib.sha256("\n".join([pyspark.__version__, os.path.realpath(sys.executable), java, *jars]).encode())
+    folder = os.path.join(os.path.expanduser("~"), ".cache", "pyspark-mysql-cdc", "jvm-classes")
+    path = os.path.join(folder, f"{pyspark.__version__}-{key.hexdigest()[:16]}.jsa")
+    if os.path.exists(path):
+        return path
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    part = f"{path}.{os.getpid()}.part"
+    env = _repo_env(False)
+    env["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options -XX:ArchiveClassesAtExit={part} pyspark-shell"
+    with contextlib.suppress(subprocess.SubprocessError, OSError):
+        subprocess.run([sys.executable, "-c", _CLASS_DUMP], env=env, capture_output=True, timeout=600)
+    if not os.path.exists(part):
+        return None
+    os.replace(part, path)
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_classes() -> Iterator[None]:
+    """Every driver JVM started from here on (this process's and its children's) maps the archive."""
+    path = _class_archive()
+    if path is not None and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (f"--driver-java-options '-XX:SharedArchiveFile={path} -Xshare:auto "
+                                             "-Xlog:cds=off -Xlog:cds+dynamic=off' pyspark-shell")
+    yield
+
+
 def _repo_env(with_repo: bool) -> dict[str, str]:
     env = dict(os.environ)
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != ROOT]
@@ -273,6 +339,28 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- the default run and the long one
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default run and the long one (``MYSQL_CDC_LONG=1``), as the default run must end within 55 minutes on
+    2 cores: a test marked ``mysql_by_default`` (what it checks is Spark's side or ours, the same on either
+    server, whose readers are tested on both) runs on MySQL alone, and one marked ``slow`` not at all, unless
+    ``MYSQL_CDC_LONG=1``; the run says how many it left to the long profile."""
+    if os.environ.get("MYSQL_CDC_LONG"):
+        return
+    keep: list[pytest.Item] = []
+    left: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        mariadb = callspec is not None and callspec.params.get("server") == "mariadb"
+        long_only = item.get_closest_marker("slow") is not None or (
+            mariadb and item.get_closest_marker("mysql_by_default") is not None)
+        (left if long_only else keep).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
 
 
 # ---------------------------------------------------------------- durations

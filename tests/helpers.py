@@ -56,6 +56,38 @@ def binlog_end(conn: Any) -> tuple[str, int, str]:
     return str(row[0]), int(row[1]), gtids
 
 
+def committed_at(checkpoint: str) -> tuple[str, int] | None:
+    """The binlog point the sync's last committed batch (its checkpoint ``checkpoint``) ended at; ``None``: no
+    batch yet, or a snapshot batch."""
+    from mysql_cdc.udtf.sync.job import batch_end, committed_batches
+
+    done = committed_batches(checkpoint)
+    end = batch_end(checkpoint, done) if done >= 0 else {}
+    return (str(end["file"]), int(end["pos"])) if end.get("phase") == "binlog" else None
+
+
+def purge_binlogs(cur: Any, timeout: float = 30.0) -> str:
+    """Rotate twice (MariaDB's checkpoint then names the newest file) and purge every binlog file before the
+    newest, polled (a file MariaDB's checkpoint or a binlog reader still holds is kept a moment): a read from the
+    binlog's start (``startup => 'earliest'``) then meets only what follows, not every earlier test's changes nor
+    events no read can take. Returns the newest file."""
+    import time
+
+    cur.execute("FLUSH BINARY LOGS")
+    cur.execute("FLUSH BINARY LOGS")
+    cur.execute("SHOW BINARY LOGS")
+    newest = str(cur.fetchall()[-1][0])
+    deadline = time.monotonic() + timeout
+    while True:
+        cur.execute("PURGE BINARY LOGS TO %s", (newest,))
+        cur.execute("SHOW BINARY LOGS")
+        if cur.fetchall()[0][0] == newest:
+            return newest
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for the binlog files before {newest} purged")
+        time.sleep(0.1)
+
+
 def insert_rows(conn: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], batch: int = 2000
                 ) -> None:
     def q(name: str) -> str:  # a statement executed with parameters is %-formatted by the driver

@@ -74,6 +74,7 @@ def test_the_workers_see_nothing_of_the_drivers_disk(cluster: StandaloneCluster,
     assert [cluster.sees(i) for i in range(cluster.count)] == [""] * cluster.count
 
 
+@pytest.mark.mysql_by_default  # where reads run and what they need, not the server
 def test_a_sync_on_isolated_workers_under_writers_and_kill_9_of_a_worker_and_the_driver(
         cluster: StandaloneCluster, hidden: Path, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
         tmp_path: Path) -> None:
@@ -127,7 +128,8 @@ def test_a_sync_on_isolated_workers_under_writers_and_kill_9_of_a_worker_and_the
 
 
 # one server (CI time): what is tested is where the reads run and what they need, not server behaviour; the sync
-# on isolated workers above runs on both
+# on isolated workers above runs on both with MYSQL_CDC_LONG=1
+@pytest.mark.slow  # three runs on the cluster and a 40 MB backlog (3 minutes): MYSQL_CDC_LONG=1
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)
 def test_a_stream_on_isolated_workers_spreads_a_binlog_backlog_over_both_by_default(
         cluster: StandaloneCluster, hidden: Path, classic_spark: Any, s3: S3Server, info: ServerInfo,
@@ -270,6 +272,7 @@ spark.stop()
 """
 
 
+@pytest.mark.mysql_by_default  # where reads run and what they need, not the server
 def test_the_sql_functions_and_the_data_source_log_in_on_workers_that_have_no_profile(
         cluster: StandaloneCluster, profile: ConnectionProfile, db: str, root: Any, tmp_path: Path) -> None:
     """A profile registered in the driver: its password reaches the workers (whose environment has no profile)

@@ -221,6 +221,7 @@ def test_the_sync_keeps_running_through_a_restart_a_freeze_and_a_rotated_passwor
         _up(server)
 
 
+@pytest.mark.mysql_by_default  # the job's deadline, not the server
 @pytest.mark.timeout(300)
 def test_a_server_gone_longer_than_the_reconnect_timeout_stops_the_job_with_one_line(
         server: ServerProcess, info: ServerInfo, db: str, root: Any, tmp_path: Any) -> None:

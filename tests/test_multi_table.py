@@ -239,6 +239,7 @@ class BinlogDumps:
         self.conn.close()
 
 
+@pytest.mark.mysql_by_default  # the batches and one connection; readers: tests/test_binlog.py
 @pytest.mark.parametrize("session", ["classic", "connect"])
 def test_one_stream_mirrors_a_dozen_tables_under_writers_with_one_binlog_connection(
         session: str, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str,
@@ -337,6 +338,7 @@ def _added(state: str, kind: str = "tables") -> set[str]:
     return out
 
 
+@pytest.mark.mysql_by_default  # the stream's rounds, not the server
 def test_tables_that_start_to_match_are_snapshotted_while_the_binlog_waits_then_followed(
         classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any
         ) -> None:

@@ -137,6 +137,7 @@ def test_chunks_are_sized_by_bytes_by_default(profile: ConnectionProfile, db: st
     assert len(explicit[0].chunks) in (6, 7)
 
 
+@pytest.mark.mysql_by_default  # Spark's side
 def test_a_table_of_a_few_mebibytes_spreads_over_the_sessions_task_slots(
         classic_spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
     """16 MiB chunks would read a 5 MB table in one task while the other slot idles: by default it makes a chunk
@@ -191,6 +192,7 @@ def test_the_next_chunk_is_read_ahead_but_recorded_after_its_rows(profile: Conne
 
 
 
+@pytest.mark.mysql_by_default  # Spark's side
 def test_a_sql_view_over_the_data_source(spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
     _fill(root, "t", 20_000, 12)
     cur = root.cursor()
@@ -221,6 +223,7 @@ def test_a_sql_view_over_the_data_source(spark: Any, profile: ConnectionProfile,
     assert "Plain-text-pw-9" not in str(err.value)
 
 
+@pytest.mark.mysql_by_default  # Spark's side
 def test_metadata_columns_false_is_for_snapshots_only(spark: Any, profile: ConnectionProfile, db: str, root: Any,
                                                      tmp_path: Any) -> None:
     _fill(root, "t", 500, 8)
@@ -249,6 +252,7 @@ def test_metadata_columns_false_is_for_snapshots_only(spark: Any, profile: Conne
             query.stop()
 
 
+@pytest.mark.mysql_by_default  # Spark's side
 def test_a_state_dir_keeps_its_chunk_plan(spark: Any, profile: ConnectionProfile, db: str, root: Any,
                                           tmp_path: Any) -> None:
     """Chunks are sized by statistics, so two plans of one table can differ; a state_dir's chunk records belong

@@ -61,6 +61,7 @@ def shop(info: ServerInfo, profile: ConnectionProfile) -> Iterator[str]:
     conn.close()
 
 
+@pytest.mark.mysql_by_default  # the README's code
 def test_readme_examples_run_verbatim(spark: Any, shop: str, capsys: pytest.CaptureFixture[str]) -> None:
     scope: dict[str, Any] = {"spark": spark}
     exec(compile(_block("python", 'option("table", "shop.orders")'), "README.md", "exec"), scope)
@@ -77,6 +78,7 @@ def test_readme_examples_run_verbatim(spark: Any, shop: str, capsys: pytest.Capt
     assert sum(counts.values()) == 2500 and len(counts) == 3
 
 
+@pytest.mark.mysql_by_default  # the README's code
 @pytest.mark.parametrize("session", ["classic", "connect"])
 def test_readme_whole_database_example_runs(session: str, request: pytest.FixtureRequest, shop: str, tmp_path: Any,
                                             info: ServerInfo) -> None:

@@ -43,6 +43,7 @@ def _spark_rows(df: Any) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in df.select("id", "k", "c", "price", "ts").collect()]
 
 
+@pytest.mark.mysql_by_default  # Spark's side; values on both: tests/test_values.py
 def test_parallel_snapshot_equals_plain_select(spark: Any, profile: ConnectionProfile, db: str, root: Any) -> None:
     expected = sorted(_load_big(root, 200_000))
     mysql_cdc.register(spark, {"src": profile_url(profile)})
@@ -128,6 +129,7 @@ def test_empty_chunks_are_recorded(spark: Any, profile: ConnectionProfile, db: s
     assert sum(r["rows"] for r in recs) == 21
 
 
+@pytest.mark.mysql_by_default  # Spark's plans and logs
 def test_no_password_in_plans_errors_logs_or_state(spark: Any, info: ServerInfo, profile: ConnectionProfile,
                                                    db: str, root: Any, tmp_path: Any,
                                                    caplog: pytest.LogCaptureFixture) -> None:
@@ -234,6 +236,7 @@ spark.stop()
 """
 
 
+@pytest.mark.mysql_by_default  # Spark's event log
 def test_a_profile_set_the_cluster_way_stays_out_of_the_event_log(classic_spark: Any, info: ServerInfo,
                                                                  profile: ConnectionProfile, db: str, root: Any,
                                                                  tmp_path: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 import mysql_cdc
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.profiles import ConnectionProfile
-from tests.helpers import binlog_end, insert_rows, profile_url
+from tests.helpers import binlog_end, insert_rows, profile_url, purge_binlogs
 
 
 def _apply(base: dict[int, Any], rows: list[Any]) -> dict[int, Any]:
@@ -38,6 +38,7 @@ def _binlog(spark: Any, db: str, **args: Any) -> list[Any]:
     return spark.sql(f"SELECT * FROM mysql_cdc_binlog(source => 'src', table => '{db}.t'{extra})").collect()
 
 
+@pytest.mark.mysql_by_default  # Spark's side; startup modes on both below
 def test_binlog_function_after_a_snapshot_rebuilds_the_table(spark: Any, profile: ConnectionProfile, db: str,
                                                              root: Any, tmp_path: Any) -> None:
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
@@ -75,8 +76,9 @@ def test_binlog_function_after_a_snapshot_rebuilds_the_table(spark: Any, profile
 
 def test_binlog_function_startup_modes_and_end(spark: Any, profile: ConnectionProfile, db: str, root: Any
                                                ) -> None:
-    root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
     cur = root.cursor()
+    purge_binlogs(cur)  # 'earliest' reads from here, not through every earlier test's changes
+    cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")
     cur.execute("INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')")
     mysql_cdc.register(spark, {"src": profile_url(profile)})
     file, pos, _ = binlog_end(root)

@@ -172,6 +172,7 @@ def _session(kind: str, request: pytest.FixtureRequest) -> tuple[Any, Any]:
     return remote, remote
 
 
+@pytest.mark.mysql_by_default  # the stream's side; readers: tests/test_binlog.py
 @pytest.mark.parametrize("session", ["classic", "connect"])
 def test_stream_snapshot_then_binlog_mirror_equals_source(
         session: str, request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str,

@@ -31,7 +31,7 @@ from mysql_cdc.udtf.sync import mirror as mirror_mod
 from mysql_cdc.udtf.sync.job import query_app_id
 from mysql_cdc.udtf.sync.mirror import DeltaMirror, table_path
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import give_server_profile, profile_url
+from tests.helpers import committed_at, give_server_profile, profile_url
 from tests.servers import ServerInfo
 from tests.test_multi_table import KEYS, NO_KEY, Writers, _keys, _make, _norm, _source
 from tests.test_streaming import _checkpoint_state, _kill, _tail
@@ -189,13 +189,10 @@ def _inside_resnapshot(ck: str, state: str) -> bool | None:
 def _past_chunks(ck: str, state: str, table: TableId) -> bool:
     """Whether the sync's last committed batch ends in the binlog past every chunk watermark of ``table``."""
     from mysql_cdc.offsets import binlog_file_key
-    from mysql_cdc.udtf.sync.job import batch_end, committed_batches
 
-    done = committed_batches(ck)
-    end = batch_end(ck, done) if done >= 0 else {}
+    end = committed_at(ck)
     highs = [(binlog_file_key(r.high.file), r.high.pos) for r in StateStore(state).chunk_records(table)]
-    return end.get("phase") == "binlog" and bool(highs) and (binlog_file_key(str(end["file"])), int(end["pos"])) > \
-        max(highs)
+    return end is not None and bool(highs) and (binlog_file_key(end[0]), end[1]) > max(highs)
 
 
 def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, log: str,
@@ -305,6 +302,7 @@ def check_tables(info: ServerInfo, db: str, tables: list[str],
     return applied
 
 
+@pytest.mark.mysql_by_default  # 9 runs of Spark: MariaDB's resumes: test_binlog.py, stateful props
 @pytest.mark.timeout(1200)
 def test_sync_killed_with_minus_9_eight_times_converges_exactly_once(
         info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:

@@ -26,8 +26,7 @@ from mysql_cdc.udtf.binlog.phase import BinlogPhase
 from mysql_cdc.udtf.binlog.startup import ReadFrom, server_end
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import SnapshotReader
-from tests.conftest import wait_until
-from tests.helpers import insert_rows
+from tests.helpers import insert_rows, purge_binlogs
 from tests.servers import ServerProcess
 
 UTC = dt.timezone.utc
@@ -368,23 +367,7 @@ def test_changes_the_binlog_does_not_hold_in_full_stop_the_read_instead_of_being
     # The events written above cannot be read by anyone: keep them out of the files later tests read. (A MariaDB
     # chunk read whose snapshot position follows a Binlog_checkpoint is corrected from the start of the file the
     # checkpoint names, and an unreadable event anywhere in that file stops it.)
-    _forget_unreadable_events(cur)
-
-
-def _forget_unreadable_events(cur: Any) -> None:
-    """Rotate twice past events no read can take (MariaDB's checkpoint then names the newest file) and purge the
-    files before: a later test's read from the binlog's start (``startup => 'earliest'``) must not meet them."""
-    cur.execute("FLUSH BINARY LOGS")
-    cur.execute("FLUSH BINARY LOGS")
-    cur.execute("SHOW BINARY LOGS")
-    newest = cur.fetchall()[-1][0]
-
-    def purged() -> bool:  # a file MariaDB's checkpoint or a binlog reader still holds is kept: try again
-        cur.execute("PURGE BINARY LOGS TO %s", (newest,))
-        cur.execute("SHOW BINARY LOGS")
-        return bool(cur.fetchall()[0][0] == newest)
-
-    wait_until(purged, 30, f"the binlog files before {newest} purged")
+    purge_binlogs(cur)  # a later read from the start must not meet them
 
 
 def test_statement_format_writes_that_may_reach_a_captured_table_stop_the_read(
@@ -447,7 +430,7 @@ def test_statement_format_writes_that_may_reach_a_captured_table_stop_the_read(
     for sql in ("CREATE USER IF NOT EXISTS 'nobody_x'@'%'", "GRANT SELECT ON *.* TO 'nobody_x'@'%'",
                 "DROP USER 'nobody_x'@'%'"):
         assert read(strict, sql) == ["-U", "+U"]
-    _forget_unreadable_events(cur)
+    purge_binlogs(cur)  # a later read from the start must not meet them
 
 
 def test_percent_signs_in_table_and_column_names(profile: ConnectionProfile, db: str, root: Any) -> None:

@@ -27,7 +27,7 @@ from mysql_cdc.udtf.sync import verify as verify_mod
 from mysql_cdc.udtf.sync.job import batch_end, committed_batches
 from mysql_cdc.udtf.sync.mirror import table_path
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import insert_rows, profile_url
+from tests.helpers import committed_at, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.test_multi_table import KEYS, NO_KEY, Writers, _make
 from tests.test_values import COLUMNS, NAMES, ROWS
@@ -94,13 +94,6 @@ def _verify(spark: Any, args: dict[str, Any], **kw: Any) -> Any:
 def _committed_phase(checkpoint: str) -> str | None:
     done = committed_batches(checkpoint)
     return batch_end(checkpoint, done).get("phase") if done >= 0 else None
-
-
-def _committed_at(checkpoint: str) -> tuple[str, int] | None:
-    """The binlog point the sync's last committed batch ended at (``None``: none, or a snapshot batch)."""
-    done = committed_batches(checkpoint)
-    end = batch_end(checkpoint, done) if done >= 0 else {}
-    return (str(end["file"]), int(end["pos"])) if end.get("phase") == "binlog" else None
 
 
 def _by_table(report: Any) -> dict[str, Any]:
@@ -212,6 +205,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     assert _by_table(final)["k2"].rows == 3000
 
 
+@pytest.mark.mysql_by_default  # the sync's rounds; checksums on both: the test above
 def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage_is_still_caught(
         classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     _make(root)
@@ -238,7 +232,7 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         # same table, one of the two commits fails (delta-rs: "a concurrent transaction added new data"), and if it
         # is the sync's, the sync stops. So it is written once the writers stopped and the sync applied all they wrote
         last = binary_logs(profile)[-1]
-        wait_until(lambda: _committed_at(args["checkpoint"]) == last or not q.isActive, 120, "the sync caught up")
+        wait_until(lambda: committed_at(args["checkpoint"]) == last or not q.isActive, 120, "the sync caught up")
         assert q.isActive, q.exception()
         # a table the writers leave alone and one they write (a row the source never had): found, and only there;
         # --repair: the running sync snapshots both again while the writers write again, and they verify clean
