@@ -137,8 +137,10 @@ def _class_archive() -> str | None:
         java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr
     except (OSError, subprocess.SubprocessError):
         return None
-    jars = sorted(os.listdir(os.path.join(os.path.dirname(pyspark.__file__), "jars")))
-    key = hashlib.sha256("\n".join([pyspark.__version__, os.path.realpath(sys.executable), java, *jars]).encode())
+    # the driver's class path names pyspark's jars by their folder: an archive is only taken by a JVM whose class
+    # path is the one it was made with (the venv's real folder, not its interpreter's, which venvs share)
+    jars = os.path.realpath(os.path.join(os.path.dirname(pyspark.__file__), "jars"))
+    key = hashlib.sha256("\n".join([pyspark.__version__, jars, java, *sorted(os.listdir(jars))]).encode())
     folder = os.path.join(os.path.expanduser("~"), ".cache", "pyspark-mysql-cdc", "jvm-classes")
     path = os.path.join(folder, f"{pyspark.__version__}-{key.hexdigest()[:16]}.jsa")
     if os.path.exists(path):
