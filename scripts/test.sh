@@ -10,7 +10,7 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check .
 .venv/bin/mypy
 # MYSQL_CDC_LONG=1: the long profile, every case on both servers (tests/conftest.py) and the long versions run
-guard=3600
+guard=4200
 [ -z "${MYSQL_CDC_LONG:-}" ] || { export MYSQL_CDC_LONG_VERSIONS=1; guard=9000; }
 guard="${MYSQL_CDC_TEST_TIMEOUT:-$guard}"
 set +e
