@@ -181,7 +181,6 @@ def test_schema_changes_stop_stops_at_the_first_ddl_with_a_clear_error(
         mysql_cdc.sync(classic_spark, once=True, **{**args, "schema_changes": "sometimes"})
 
 
-@pytest.mark.mysql_by_default  # the resets; DDL text on both: the DDL tests below, schema history props
 def test_ddl_while_the_snapshot_is_read_snapshots_that_table_again(
         classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     """ALTERs land between two snapshot batches: chunks read before them hold rows of the old shape, chunks read

@@ -38,7 +38,6 @@ def _binlog(spark: Any, db: str, **args: Any) -> list[Any]:
     return spark.sql(f"SELECT * FROM mysql_cdc_binlog(source => 'src', table => '{db}.t'{extra})").collect()
 
 
-@pytest.mark.mysql_by_default  # Spark's side; startup modes on both below
 def test_binlog_function_after_a_snapshot_rebuilds_the_table(spark: Any, profile: ConnectionProfile, db: str,
                                                              root: Any, tmp_path: Any) -> None:
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))")

@@ -205,7 +205,6 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     assert _by_table(final)["k2"].rows == 3000
 
 
-@pytest.mark.mysql_by_default  # the sync's rounds; checksums on both: the test above
 def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage_is_still_caught(
         classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     _make(root)
