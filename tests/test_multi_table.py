@@ -488,6 +488,7 @@ def test_a_table_split_out_of_a_many_table_read_equals_a_read_of_that_table_for_
     assert ops == {"-U": len(ROWS), "+U": len(ROWS), "-D": len(ROWS) - 1, "+I": len(ROWS) - 1}, ops
 
 
+@pytest.mark.slow  # CI time (80 s): the CLI's follow by default in tests/test_streaming.py, its stream in the sync's
 @pytest.mark.parametrize("server", ["mariadb"], indirect=True)  # what the CLI does and prints: one server
 def test_cli_follows_tables_and_reports_every_table(classic_spark: Any, info: ServerInfo, profile: ConnectionProfile,
                                                     db: str, root: Any, tmp_path: Any) -> None:
