@@ -366,8 +366,8 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 # ---------------------------------------------------------------- the default run and the long one
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The default run and the long one (``MYSQL_CDC_LONG=1``), as the default run must end within 55 minutes on
-    2 cores: a test marked ``mysql_by_default`` (what it checks is Spark's side or ours, the same on either
+    """The default run and the long one (``MYSQL_CDC_LONG=1``), as the default run is meant to end within 55
+    minutes on 2 cores: a test marked ``mysql_by_default`` (what it checks is Spark's side or ours, the same on either
     server, whose readers are tested on both) runs on MySQL alone, and one marked ``slow`` not at all, unless
     ``MYSQL_CDC_LONG=1`` or the test is named by its node id; the run's summary says how many it left."""
     if os.environ.get("MYSQL_CDC_LONG"):
