@@ -27,7 +27,8 @@ fi
 rm -f "$durations"
 # what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);
 # the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on 4.2 with MYSQL_CDC_LONG_VERSIONS=1;
-# the sync's kill test (Spark's Delta writer, 2 minutes) on 4.2; the sync into Iceberg with a kill (2 minutes) on
+# the sync's kill test (Spark's Delta writer, 5 minutes; its verify and key range with MYSQL_CDC_LONG_VERSIONS=1) on
+# 4.2; the sync into Iceberg with a kill (3 minutes) on
 # 4.1, the newest Spark Iceberg ships a runtime for, whose stream restarts as 4.0's does (no admission control);
 # the sync killed eight times (tests/test_sync.py's scenario) into Spark's Delta on 4.2 and into Iceberg on 4.1, both
 # servers, with MYSQL_CDC_LONG_VERSIONS=1 only (a server: 8-9 minutes into Delta, 3.5 into Iceberg)

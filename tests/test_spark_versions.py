@@ -263,6 +263,10 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
     with pytest.raises(TableError, match="uses column mapping") as refused:
         DeltaMirror(to, parse_options({"state_dir": state}), state).prepare(captured_schemas(StateStore(state)))
     assert f"{db}.b" in str(refused.value) and "Spark's Delta" in str(refused.value)
+    if not os.environ.get("MYSQL_CDC_LONG_VERSIONS"):
+        # CI time: verify and a key range on Spark's Delta (three minutes more) run with MYSQL_CDC_LONG_VERSIONS=1
+        # (or MYSQL_CDC_LONG=1); the default run checks them on delta-rs (tests/test_verify.py, tests/test_sync.py)
+        return
     # verify on this Spark, which reads the tables with Spark's Delta at their pinned version (the CLI loads its
     # jars): a and c agree with their source, c with column mapping too; b (column mapping, its column renamed) has
     # one row changed behind the sync's back (not in the binlog), and that one alone is named (a plain Parquet
