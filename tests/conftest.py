@@ -99,7 +99,7 @@ def root(info: ServerInfo, db: str) -> Iterator[Any]:
 
 # ---------------------------------------------------------------- spark
 
-# The classes a Spark driver loads, dumped once per pyspark, JVM and Python into a class data sharing archive
+# The classes a Spark driver loads, dumped once per venv's pyspark and per JVM into a class data sharing archive
 # (JDK 13+), which every driver JVM the tests start then maps instead of loading them again: a session starts in
 # about 12 s instead of 20 on this 2-core machine, and the suite starts some hundred. Test infrastructure only:
 # nothing of it is in the package; a JVM that cannot use the archive ignores it (-Xshare:auto), silently.
