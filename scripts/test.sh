@@ -17,10 +17,11 @@ set +e
 # a hung run fails here instead of eating CI's whole budget (on this 2-core machine every case on both servers took
 # about 80 minutes, which cut the run at 70 and is now MYSQL_CDC_LONG=1; the default run's main suite, see README)
 durations="$(mktemp)"
-MYSQL_CDC_DURATIONS="$durations" timeout -k 30 "$guard" .venv/bin/python -m pytest \
+MYSQL_CDC_DURATIONS="$durations" timeout -s INT -k 60 "$guard" .venv/bin/python -m pytest \
   -p no:cacheprovider --durations=15 -m "not versions" "$@"
 rc=$?
-if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then  # cut by the guard: pytest printed no durations, so say where time went
+# cut by the guard (SIGINT: pytest stops its servers on the way out; they ran on beside the versions run before)
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then  # pytest printed no durations: say where time went
   echo "== the main suite was cut after $guard s; its slowest test phases:"
   sort -rn "$durations" | head -25
 fi
