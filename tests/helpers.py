@@ -71,21 +71,20 @@ def purge_binlogs(cur: Any, timeout: float = 30.0) -> str:
     newest, polled (a file MariaDB's checkpoint or a binlog reader still holds is kept a moment): a read from the
     binlog's start (``startup => 'earliest'``) then meets only what follows, not every earlier test's changes nor
     events no read can take. Returns the newest file."""
-    import time
+    from tests.conftest import wait_until
 
     cur.execute("FLUSH BINARY LOGS")
     cur.execute("FLUSH BINARY LOGS")
     cur.execute("SHOW BINARY LOGS")
     newest = str(cur.fetchall()[-1][0])
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def purged() -> bool:
         cur.execute("PURGE BINARY LOGS TO %s", (newest,))
         cur.execute("SHOW BINARY LOGS")
-        if cur.fetchall()[0][0] == newest:
-            return newest
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for the binlog files before {newest} purged")
-        time.sleep(0.1)
+        return bool(cur.fetchall()[0][0] == newest)
+
+    wait_until(purged, timeout, f"the binlog files before {newest} purged")
+    return newest
 
 
 def insert_rows(conn: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], batch: int = 2000
