@@ -368,7 +368,8 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The default run and the long one (``MYSQL_CDC_LONG=1``), as the default run is meant to end within 55
     minutes on 2 cores: a test marked ``mysql_by_default`` (what it checks is Spark's side or ours, the same on either
-    server, whose readers are tested on both) runs on MySQL alone, and one marked ``slow`` not at all, unless
+    server, whose readers are tested on both) runs on MySQL alone, as does the Connect case of a test on the ``spark``
+    fixture (its classic case runs on both), and one marked ``slow`` not at all, unless
     ``MYSQL_CDC_LONG=1`` or the test is named by its node id; the run's summary says how many it left."""
     if os.environ.get("MYSQL_CDC_LONG"):
         return
@@ -378,8 +379,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)
         mariadb = callspec is not None and callspec.params.get("server") == "mariadb"
+        # the Connect side of a ``spark`` case: Spark's surface, on MySQL (MariaDB's side is its classic case)
+        connect = callspec is not None and callspec.params.get("spark") == "connect"
         long_only = item.get_closest_marker("slow") is not None or (
-            mariadb and item.get_closest_marker("mysql_by_default") is not None)
+            mariadb and (connect or item.get_closest_marker("mysql_by_default") is not None))
         (left if long_only and item.nodeid not in named else keep).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
