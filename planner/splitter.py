@@ -228,6 +228,13 @@ def split_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | No
     return chunks, outside
 
 
+def cut_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | None, chunk_size: int) -> list[Key]:
+    """Boundaries the server finds inside ``[start, end)``, ``chunk_size`` rows apart (none for a range of fewer
+    rows): what cuts a chunk that holds far more rows than the plan's others (``mysql-cdc verify`` over the chunks
+    around a key range read again, which hold the rest of the table)."""
+    return _query_bounds(conn, schema, chunk_size, start, end)
+
+
 # An evenly sized range the optimizer estimates at more rows than this many chunks is split again by queries:
 # a dense run of keys inside an even spread put one chunk of 3,000 rows among chunks of 500 (memory and task
 # time follow the largest chunk).

@@ -35,13 +35,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from mysql_cdc.chunks import Chunk
+from mysql_cdc.chunks import Chunk, Key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.ids import TableId, ident, table_ident
 from mysql_cdc.keyrange import KeyRange, range_problem
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
+from mysql_cdc.planner.splitter import cut_range
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.sql import chunk_where
@@ -460,6 +461,31 @@ def _key_columns(schema: TableSchema) -> list[ColumnInfo]:
     return [schema.column(k) for k in schema.primary_key]
 
 
+def checked_chunks(table: TableId, key: tuple[str, ...], plan: list[Chunk] | None, outside: frozenset[int],
+                   cut: Callable[[Chunk], list[Key]]) -> list[Chunk]:
+    """The chunks the source is summed by, one query each: the capture's plan, whose chunks hold about the same
+    rows; but each chunk the plan does not read (``outside``: the rest of a table around a key range read again,
+    most of it) cut again where ``cut`` says, so that no query sums far more rows than the others and the rows/s
+    limit paces evenly. No plan: the whole table in one.
+
+    >>> t = TableId("d", "t")
+    >>> plan = [Chunk(t, 0, ("id",), None, (7,)), Chunk(t, 1, ("id",), (7,), (8,)), Chunk(t, 2, ("id",), (8,), None)]
+    >>> cut = lambda c: [(200,), (400,)] if c.start == (8,) else []
+    >>> [(c.index, c.start, c.end) for c in checked_chunks(t, ("id",), plan, frozenset({0, 2}), cut)]
+    [(0, None, (7,)), (1, (7,), (8,)), (2, (8,), (200,)), (3, (200,), (400,)), (4, (400,), None)]
+    >>> len(checked_chunks(t, ("id",), None, frozenset(), cut))
+    1
+    """
+    if not plan:
+        return [Chunk(table, 0, key, None, None)]
+    out: list[Chunk] = []
+    for c in plan:
+        edges = [c.start, *cut(c), c.end] if c.index in outside else [c.start, c.end]
+        for lo, hi in zip(edges, edges[1:]):
+            out.append(replace(c, index=len(out), start=lo, end=hi))
+    return out
+
+
 def source_buckets(view: SourceView, schema: TableSchema, chunks: list[Chunk], b1: bool, limit: float
                    ) -> dict[int, tuple[int, int]]:
     """Per bucket: (rows, sum of row hashes) of the whole table in the view, one query per chunk, at most
@@ -763,7 +789,13 @@ class Verifier:
                         out.mirror_seconds += time.monotonic() - t0
                 mir_future = pool.submit(mirror_side)
                 t0 = time.monotonic()
-                chunks = self.store.plan(schema.table) or [Chunk(schema.table, 0, schema.chunk_key, None, None)]
+                sizes = self.store.plan_sizes(schema.table)
+                rows_per = sizes[0] if sizes is not None else self.opts.chunk_size
+
+                def cut(c: Chunk) -> list[Key]:
+                    return cut_range(view.conn, schema, c.start, c.end, rows_per) if rows_per > 0 else []
+                chunks = checked_chunks(schema.table, schema.chunk_key, self.store.plan(schema.table),
+                                        self.store.outside(schema.table), cut)
                 src = source_buckets(view, schema, chunks, self.b1, self.limit)
                 out.source_seconds += time.monotonic() - t0
                 out.chunks = len(chunks)
