@@ -229,10 +229,34 @@ def split_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | No
 
 
 def cut_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | None, chunk_size: int) -> list[Key]:
-    """Boundaries the server finds inside ``[start, end)``, ``chunk_size`` rows apart (none for a range of fewer
-    rows): what cuts a chunk that holds far more rows than the plan's others (``mysql-cdc verify`` over the chunks
-    around a key range read again, which hold the rest of the table)."""
-    return _query_bounds(conn, schema, chunk_size, start, end)
+    """Boundaries that cut ``[start, end)`` into pieces of about ``chunk_size`` rows, evenly by key value, for a
+    chunk key of one integer column; none for another key or a range of fewer rows. What ``mysql-cdc verify``
+    sums the chunks around a key range read again by (they hold the rest of the table): the optimizer's estimate
+    of the range's rows and its smallest and largest key, queries that read the index's ends only (the
+    boundaries the planner finds by OFFSET would read the whole range once more)."""
+    cols = schema.chunk_key
+    if len(cols) != 1 or not schema.column(cols[0]).is_integral or chunk_size < 1:
+        return []
+    rows = range_rows(conn, schema, start, end)
+    if rows <= chunk_size:
+        return []
+    parts, params = [], []
+    for key, op in ((start, ">="), (end, "<")):
+        if key is not None:
+            sql, p = key_compare(cols, key, op)
+            parts.append(sql)
+            params += p
+    col = ident(cols[0])  # executed with parameters: % written %%
+    cur = conn.cursor()
+    try:
+        cur.execute(f"SELECT MIN({col}), MAX({col}) FROM {table_ident(schema.table)} "
+                    f"WHERE {' AND '.join(parts) or 'TRUE'}", tuple(params))
+        lo, hi = cur.fetchone()
+    finally:
+        cur.close()
+    if lo is None:
+        return []
+    return [(b,) for b in even_bounds(int(lo), int(hi), rows, chunk_size, 0.0, float("inf")) or []]
 
 
 # An evenly sized range the optimizer estimates at more rows than this many chunks is split again by queries:

@@ -792,8 +792,9 @@ class Verifier:
                 sizes = self.store.plan_sizes(schema.table)
                 rows_per = sizes[0] if sizes is not None else self.opts.chunk_size
 
-                def cut(c: Chunk) -> list[Key]:
-                    return cut_range(view.conn, schema, c.start, c.end, rows_per) if rows_per > 0 else []
+                def cut(c: Chunk) -> list[Key]:  # the plan's rows per chunk: the user's chunk_size when set
+                    ok = rows_per > 0 and tuple(c.key_columns) == tuple(schema.chunk_key)
+                    return cut_range(view.conn, schema, c.start, c.end, rows_per) if ok else []
                 chunks = checked_chunks(schema.table, schema.chunk_key, self.store.plan(schema.table),
                                         self.store.outside(schema.table), cut)
                 src = source_buckets(view, schema, chunks, self.b1, self.limit)
