@@ -13,10 +13,10 @@ from typing import Any
 
 from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds
 from mysql_cdc.errors import ChunkKeyError
-from mysql_cdc.ids import ident, quote_ident, table_ident
+from mysql_cdc.ids import ident, table_ident
 from mysql_cdc.keyorder import KeyOrder
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.sql import key_compare
+from mysql_cdc.sql import chunk_where, key_compare
 
 
 def approx_rows(conn: Any, schema: TableSchema) -> int:
@@ -201,11 +201,7 @@ def split_table(conn: Any, schema: TableSchema, chunk_size: int, lower: float = 
     if not cols:
         return chunks_from_bounds(schema.table, cols, [])
     if len(cols) == 1 and schema.column(cols[0]).is_integral:
-        q = quote_ident(cols[0])
-        cur = conn.cursor()
-        cur.execute(f"SELECT MIN({q}), MAX({q}) FROM {schema.table.quoted()}")
-        lo, hi = cur.fetchone()
-        cur.close()
+        lo, hi = _key_extremes(conn, schema, None, None)
         if lo is None or lo == hi:
             return chunks_from_bounds(schema.table, cols, [], nullable)
         bounds = even_bounds(int(lo), int(hi), approx_rows(conn, schema), chunk_size, lower, upper)
@@ -240,23 +236,28 @@ def cut_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | None
     rows = range_rows(conn, schema, start, end)
     if rows <= chunk_size:
         return []
-    parts, params = [], []
-    for key, op in ((start, ">="), (end, "<")):
-        if key is not None:
-            sql, p = key_compare(cols, key, op)
-            parts.append(sql)
-            params += p
-    col = ident(cols[0])  # executed with parameters: % written %%
-    cur = conn.cursor()
-    try:
-        cur.execute(f"SELECT MIN({col}), MAX({col}) FROM {table_ident(schema.table)} "
-                    f"WHERE {' AND '.join(parts) or 'TRUE'}", tuple(params))
-        lo, hi = cur.fetchone()
-    finally:
-        cur.close()
+    lo, hi = _key_extremes(conn, schema, start, end)
     if lo is None:
         return []
     return [(b,) for b in even_bounds(int(lo), int(hi), rows, chunk_size, 0.0, float("inf")) or []]
+
+
+def _range_where(schema: TableSchema, start: Key | None, end: Key | None) -> tuple[str, list[Any]]:
+    """``WHERE`` text and parameters of the chunk key's ``[start, end)`` (``TRUE`` for the whole table)."""
+    return chunk_where(Chunk(schema.table, 0, tuple(schema.chunk_key), start, end))
+
+
+def _key_extremes(conn: Any, schema: TableSchema, start: Key | None, end: Key | None) -> tuple[Any, Any]:
+    """The smallest and largest value of a one-column chunk key in ``[start, end)`` (the index's ends)."""
+    col = ident(schema.chunk_key[0])
+    where, params = _range_where(schema, start, end)
+    cur = conn.cursor()
+    try:
+        cur.execute(f"SELECT MIN({col}), MAX({col}) FROM {table_ident(schema.table)} WHERE {where}", params)
+        lo, hi = cur.fetchone()
+        return lo, hi
+    finally:
+        cur.close()
 
 
 # An evenly sized range the optimizer estimates at more rows than this many chunks is split again by queries:
@@ -287,19 +288,10 @@ def _query_bounds(conn: Any, schema: TableSchema, chunk_size: int, start: Key | 
 
 def range_rows(conn: Any, schema: TableSchema, start: Key | None, end: Key | None) -> int:
     """The optimizer's row estimate for a key range (index dives: cheap, and close for a primary key)."""
-    parts, params = [], []
-    if start is not None:
-        sql, p = key_compare(schema.chunk_key, start, ">=")
-        parts.append(sql)
-        params += p
-    if end is not None:
-        sql, p = key_compare(schema.chunk_key, end, "<")
-        parts.append(sql)
-        params += p
+    where, params = _range_where(schema, start, end)
     cur = conn.cursor()
     try:
-        cur.execute(f"EXPLAIN SELECT * FROM {table_ident(schema.table)} WHERE {' AND '.join(parts) or 'TRUE'}",
-                    params)
+        cur.execute(f"EXPLAIN SELECT * FROM {table_ident(schema.table)} WHERE {where}", params)
         return explained_rows(cur)
     finally:
         cur.close()
