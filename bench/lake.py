@@ -67,7 +67,7 @@ def session(args: Any, work: str) -> Any:
 def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
     import mysql_cdc
     from mysql_cdc.udtf.spark.compat import once_trigger, stop_when_caught_up
-    from mysql_cdc.udtf.sync.sinks import batch_bounds
+    from mysql_cdc.udtf.sync.sinks import sync_stream_options
 
     spark = session(args, work)
     jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
@@ -107,7 +107,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
         d = os.path.join(work, "stream")
         reader = spark.readStream.format("mysql_cdc").option("source", "bench").option("tables", "tpch[.]orders") \
             .option("state_dir", os.path.join(d, "state")).option("once", "true")
-        for k, v in batch_bounds("spark").items():  # the sync's bounds with Spark's writers
+        for k, v in sync_stream_options("spark").items():  # the sync's stream options with Spark's writers
             reader = reader.option(k, v)
         q = reader.load().writeStream.format("noop").option("checkpointLocation", os.path.join(d, "ck")) \
             .trigger(**once_trigger()).start()

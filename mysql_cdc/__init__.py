@@ -136,7 +136,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
-    from mysql_cdc.udtf.sync.sinks import batch_bounds, check_format, choose_writer, parse_target
+    from mysql_cdc.udtf.sync.sinks import check_format, choose_writer, parse_target, sync_stream_options
     from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks, release_sync_locks
 
     remote = _is_connect(spark)
@@ -149,7 +149,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     to, checkpoint, state_dir = check_sync_paths(to, checkpoint, state_dir, remote=remote)
     writer = choose_writer(parse_target(to), lake_formats(spark), check_format(format))  # the format, its writer
     given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
-    merged = {**batch_bounds(writer), **{k: str(v) for k, v in given.items() if v is not None}}
+    merged = {**sync_stream_options(writer), **{k: str(v) for k, v in given.items() if v is not None}}
     opts = parse_options(merged)
     registered = _profiles(profiles)
     if remote and opts.source in registered and registered[opts.source].password:

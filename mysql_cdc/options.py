@@ -107,6 +107,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "let a statement logged as SQL text (a session with binlog_format STATEMENT or MIXED) pass when it "
                "names no captured table; a trigger, view, stored function or cascading foreign key that wrote a "
                "captured table through it is then missing from the output (default: such a statement stops the read)"),
+    OptionSpec("before_images", str, "full",
+               "reads of many tables (option tables): full, or key: an update's before image (__op -U) holds its "
+               "primary key's columns and NULL for the others, all a mirror merges by (the sync's stream sets it: "
+               "an update of a table of large values then carries one copy of them, not two)"),
     OptionSpec("allow_unlogged_cascades", bool, False,
                "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),
@@ -117,10 +121,12 @@ Watermark = Literal["auto", "snapshot", "gtid", "position"]
 Startup = Literal["initial", "snapshot", "latest", "earliest", "offset", "timestamp"]
 SchemaChanges = Literal["follow", "stop"]
 RowDecoder = Literal["planned", "library"]
+BeforeImages = Literal["full", "key"]
 WATERMARKS: tuple[str, ...] = get_args(Watermark)
 STARTUP_MODES: tuple[str, ...] = get_args(Startup)
 SCHEMA_CHANGES: tuple[str, ...] = get_args(SchemaChanges)
 ROW_DECODERS: tuple[str, ...] = get_args(RowDecoder)
+BEFORE_IMAGES: tuple[str, ...] = get_args(BeforeImages)
 SNAPSHOT_STARTUPS = ("initial", "snapshot")  # the startup modes that read the tables' chunks
 
 
@@ -163,6 +169,7 @@ class CdcOptions:
     driver_host: str | None = None
     row_decoder: RowDecoder = "planned"
     allow_statement_writes: bool = False
+    before_images: BeforeImages = "full"
     allow_unlogged_cascades: bool = False
 
     @property
@@ -333,6 +340,12 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
                           f"{opts.binlog_partitions!r}")
     if opts.row_decoder not in ROW_DECODERS:
         raise ConfigError(f"bad row_decoder {opts.row_decoder!r}; expected one of {', '.join(ROW_DECODERS)}")
+    if opts.before_images not in BEFORE_IMAGES:
+        raise ConfigError(f"bad before_images {opts.before_images!r}; expected one of {', '.join(BEFORE_IMAGES)}")
+    if opts.before_images == "key" and opts.tables is None:
+        raise ConfigError("before_images 'key' is for reads of many tables (option tables), whose __values may hold "
+                          "NULL for any column; a read of one table keeps its columns' types and NULL-ability: "
+                          "drop the option")
     if opts.schema_changes not in SCHEMA_CHANGES:
         raise ConfigError(f"bad schema_changes {opts.schema_changes!r}; expected one of {', '.join(SCHEMA_CHANGES)}")
     if opts.startup not in STARTUP_MODES:

@@ -42,13 +42,16 @@ True
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import decimal
 import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -163,7 +166,99 @@ def _value_texts(col: pa.Array) -> pa.Array:
         return _quoted(pc.strftime(col, format="%Y-%m-%dT%H:%M:%S" + ("+00:00" if t.tz else "")))
     if pa.types.is_duration(t) and t.unit == "us":
         return pc.cast(pc.cast(col, pa.int64()), pa.string())
+    if (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and _has_large(col):
+        texts = _base64_texts(col)
+        if texts is not None:
+            return texts
     return pa.array(_python_texts(col), pa.string())
+
+
+_LARGE = 1 << 20  # a value this long or longer: a binary column is written and read on Arrow's buffers
+
+
+def _has_large(col: pa.Array) -> bool:
+    """Whether a binary or string column holds a value of :data:`_LARGE` bytes or more (where a value by value
+    path in Python objects costs copies of it; for small values it is the faster one)."""
+    return bool(len(col)) and col.null_count < len(col) and pc.max(pc.binary_length(col)).as_py() >= _LARGE
+
+
+def _value_spans(col: pa.Array) -> tuple[np.ndarray, memoryview]:
+    """Where each value of a binary or string column is in its data buffer (``n + 1`` offsets), and the buffer."""
+    large = pa.types.is_large_binary(col.type) or pa.types.is_large_string(col.type)
+    offsets = np.frombuffer(col.buffers()[1], np.int64 if large else np.int32)[col.offset:col.offset + len(col) + 1]
+    data = col.buffers()[2]
+    return offsets.astype(np.int64), memoryview(b"" if data is None else data)
+
+
+def _validity(col: pa.Array) -> pa.Buffer | None:
+    """A column's nulls as a validity bitmap at offset 0 (``None``: no null)."""
+    return pc.is_valid(col).buffers()[1] if col.null_count else None
+
+
+def _base64_texts(col: pa.Array) -> pa.Array | None:
+    """A binary column's values as JSON texts (base64 in double quotes, which need no escape), written into one
+    buffer value after value from the column's own buffer: a value's only copy on the way is its base64 (a
+    256 MB value took four as Python objects). ``None`` where the texts would pass 2 GiB (a string array's
+    most): the caller writes them otherwise.
+
+    >>> _base64_texts(pa.array([b"\\x00\\xff", None, b""])).to_pylist()
+    ['"AP8="', None, '""']
+    """
+    offsets, data = _value_spans(col)
+    valid = np.asarray(pc.is_valid(col))
+    sizes = np.where(valid, 4 * ((np.diff(offsets) + 2) // 3) + 2, 0)
+    ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    if ends[-1] >= 2**31:
+        return None
+    out = bytearray(int(ends[-1]))
+    at, spans, b64 = ends.tolist(), offsets.tolist(), binascii.b2a_base64
+    for i in np.flatnonzero(valid).tolist():
+        a, b = at[i], at[i + 1]
+        out[a] = out[b - 1] = 34  # "
+        out[a + 1:b - 1] = b64(data[spans[i]:spans[i + 1]], newline=False)
+    return pa.StringArray.from_buffers(len(col), pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(out),
+                                       _validity(col), col.null_count)
+
+
+def _unbase64(col: pa.Array, t: pa.DataType) -> pa.Array:
+    """Base64 texts (a string column read from JSON) as binary values of type ``t``, decoded from the column's
+    buffer into one buffer value after value (no Python string of a value; a value's bytes once on the way).
+
+    >>> _unbase64(pa.array(["AP8=", None, ""]), pa.binary()).to_pylist()
+    [b'\\x00\\xff', None, b'']
+    """
+    offsets, data = _value_spans(col)
+    valid = np.asarray(pc.is_valid(col))
+    lengths = np.diff(offsets)
+    raw = np.frombuffer(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
+    last = np.maximum(offsets[1:] - 1, 0)  # the "=" that end a text: 0, 1 or 2 bytes fewer
+    pads = (lengths > 0) * ((raw[last] == 61).astype(np.int64) + ((lengths > 1) & (raw[np.maximum(last - 1, 0)] == 61)))
+    sizes = np.where(valid, lengths // 4 * 3 - pads, 0)
+    ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    large = pa.types.is_large_binary(t)
+    if not large and ends[-1] >= 2**31:
+        return pa.array([None if v is None else _unb64(v) for v in col.to_pylist()], t)
+    filled = np.flatnonzero(sizes).tolist()
+    out: Any = None if len(filled) == 1 else bytearray(int(ends[-1]))
+    at, spans = ends.tolist(), offsets.tolist()
+    for i in filled:
+        piece = data[spans[i]:spans[i + 1]]
+        value = binascii.a2b_base64(piece, strict_mode=True) if _STRICT else _unb64(bytes(piece).decode("ascii"))
+        if len(value) != at[i + 1] - at[i]:
+            raise ValueError(f"a base64 text of {spans[i + 1] - spans[i]} characters does not hold "
+                             f"{at[i + 1] - at[i]} bytes")
+        if out is None:  # the one value that is not empty (those before it are, so it starts at 0): its buffer
+            out = value
+        else:
+            out[at[i]:at[i + 1]] = value
+    if out is None:
+        out = b""
+    return pa.Array.from_buffers(t, len(col), [_validity(col), pa.py_buffer(ends.astype(np.int64 if large else
+                                                                                     np.int32)),
+                                                pa.py_buffer(out)], col.null_count)
+
+
+_STRICT = sys.version_info >= (3, 11)  # binascii's strict base64 (b64decode's validate=True, without a copy)
 
 
 def encode_column(batch: pa.RecordBatch) -> pa.Array:
@@ -245,8 +340,14 @@ def _decode_columns(texts: pa.Array, schema: pa.Schema) -> pa.RecordBatch:
     import pyarrow.json as pj
 
     # the texts as lines of one buffer (no text holds a raw line break: JSON escapes it)
-    whole = pa.ListArray.from_arrays(pa.array([0, len(texts)], pa.int32()), texts.cast(pa.large_string()))
-    data = pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer()
+    if len(texts) == 1 and texts.buffers()[2] is not None:
+        # one text (a row of large values comes alone): read where it is
+        (start, end), _ = _value_spans(texts)
+        data = texts.buffers()[2].slice(int(start), int(end - start))
+    else:
+        whole = pa.ListArray.from_arrays(pa.array([0, len(texts)], pa.int32()), texts.cast(pa.large_string()))
+        data = pc.binary_join(whole, pa.scalar("\n", pa.large_string()))[0].as_buffer()
+        del whole
     table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(
                              use_threads=False, block_size=min(data.size + 1, 2**31 - 1)),
                          parse_options=pj.ParseOptions(
@@ -264,7 +365,9 @@ def _decode_columns(texts: pa.Array, schema: pa.Schema) -> pa.RecordBatch:
             if pc.any(absent).as_py():
                 raise _Missing
         t = f.type
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        if (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and _has_large(col):
+            col = _unbase64(col, t)
+        elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
             col = pa.array([None if v is None else _unb64(v) for v in col.to_pylist()], t)
         elif col.type != t:
             col = pc.cast(col, t)

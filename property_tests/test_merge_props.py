@@ -43,3 +43,20 @@ def test_final_images_apply_like_every_image_in_order(before: dict[int, int], ba
         else:
             got[r["k"]] = r["v"]
     assert got == expected
+
+
+@given(images)
+def test_before_images_cut_to_their_key_merge_the_same(batch: list[tuple[str, int, int]]) -> None:
+    """Option ``before_images`` key (a sync's stream): a ``-U`` image without its other values gives the same
+    final images, so the same mirror (:func:`udtf.spark.change_columns.key_before_images`)."""
+    seqs = pa.array([0 if op == "r" else 100 + i for i, (op, _, _) in enumerate(batch)], pa.int64())
+    ops = [op for op, _, _ in batch]
+    keys = [k for _, k, _ in batch]
+    full = pa.table({"k": keys, "v": pa.array([v for _, _, v in batch], pa.int64()), "__op": ops,
+                     "_change_seq": seqs})
+    cut = full.set_column(1, "v", pa.array([None if op == "-U" else v for op, _, v in batch], pa.int64()))
+    a, b = final_images(full, ["k"]), final_images(cut, ["k"])
+    assert a.column(DELETE_COLUMN).to_pylist() == b.column(DELETE_COLUMN).to_pylist()
+    assert a.column("k").to_pylist() == b.column("k").to_pylist()
+    kept = [not d for d in a.column(DELETE_COLUMN).to_pylist()]
+    assert a.filter(pa.array(kept, pa.bool_())).equals(b.filter(pa.array(kept, pa.bool_())))

@@ -8,12 +8,14 @@ import datetime as dt
 import decimal
 import json
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mysql_cdc import rowjson
 from mysql_cdc.errors import SchemaChangedError
 from mysql_cdc.rowjson import _decode_columns, decode_rows, encode_rows, encode_rows_python
 
@@ -119,3 +121,26 @@ def test_a_text_that_lacks_a_column_is_refused_also_when_it_is_nullable() -> Non
     quoted = pa.schema([("x", pa.int32()), ('a"x', pa.int32())])  # the key a"x holds the text "x":
     with pytest.raises(SchemaChangedError, match="another schema"):
         decode_rows(['{"a\\"x":5}'], quoted)
+
+
+@given(batches(), st.integers(0, 6), st.integers(0, 6), st.booleans(), st.sampled_from([0, 1 << 20]))
+def test_slices_and_large_binary_encode_and_decode_as_whole_batches_do(batch: pa.RecordBatch, start: int, size: int,
+                                                                        large: bool, threshold: int) -> None:
+    """A binary column with a value of 1 MiB or more is written and read where its values are in Arrow's buffers
+    (rowjson._base64_texts, _unbase64; with ``threshold`` 0 every binary column here is): a slice of a batch (its
+    columns at an offset) and LargeBinary columns give Python's texts, and read back; a slice of the texts too
+    (one text alone is read where it is)."""
+    with mock.patch.object(rowjson, "_LARGE", threshold):
+        _slices_round_trip(batch, start, size, large)
+
+
+def _slices_round_trip(batch: pa.RecordBatch, start: int, size: int, large: bool) -> None:
+    if large:
+        batch = batch.cast(pa.schema([f.with_type(pa.large_binary()) if pa.types.is_binary(f.type) else f
+                                      for f in batch.schema]))
+    part = batch.slice(start, size)
+    assert encode_rows(part) == encode_rows_python(part) or any(pa.types.is_floating(f.type) for f in part.schema)
+    texts = pa.array(encode_rows(batch), pa.string())
+    for i in range(batch.num_rows):
+        assert decode_rows(texts.slice(i, 1), batch.schema).equals(batch.slice(i, 1))
+    assert decode_rows(texts.slice(start, size), batch.schema).equals(batch.slice(start, size))

@@ -486,6 +486,22 @@ def test_a_table_split_out_of_a_many_table_read_equals_a_read_of_that_table_for_
     assert len(a) == 4 * len(ROWS) - 2 and a == b  # -U/+U of each row, -D and +I of all but one
     ops = collections.Counter(r["__op"] for r in split_changes.select("__op").collect())
     assert ops == {"-U": len(ROWS), "+U": len(ROWS), "-D": len(ROWS) - 1, "+I": len(ROWS) - 1}, ops
+    # before_images 'key' (a sync's stream sets it): each -U row holds its key and NULL for every other column,
+    # every other row is the full read's
+    keyed = spark.sql(f"SELECT * FROM mysql_cdc_binlog({args}, tables => '{pattern}', state_dir => '{many}', "
+                      "before_images => 'key')")
+    full = {(r["__table"], r["_change_seq"]): (r["__op"], json.loads(r["__values"])) for r in changes.collect()}
+    cut = {(r["__table"], r["_change_seq"]): (r["__op"], json.loads(r["__values"])) for r in keyed.collect()}
+    assert cut.keys() == full.keys()
+    befores = 0
+    for at, (op, values) in cut.items():
+        whole = full[at][1]
+        if op == "-U":
+            befores += 1
+            assert list(values) == list(whole) and values == {n: whole[n] if n == "id" else None for n in whole}, at
+        else:
+            assert (op, values) == full[at], at
+    assert befores == len(ROWS) + 2  # vals' and other's updates
 
 
 @pytest.mark.slow  # CI time (80 s): the CLI's follow by default in tests/test_streaming.py, its stream in the sync's

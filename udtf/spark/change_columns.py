@@ -57,6 +57,34 @@ def images(runs: Sequence[ChangeRun]) -> list[tuple[Any, ...]]:
     return list(itertools.chain.from_iterable(r.values for r in runs))
 
 
+def key_before_images(run: ChangeRun, key: Sequence[int]) -> ChangeRun:
+    """The run with each before image (``-U``) cut to the columns at places ``key`` (the primary key), the
+    others ``None`` (option ``before_images`` key): a mirror deletes the before image's key and upserts the
+    after image's, and needs nothing else of it. The values are not copied, only the tuples remade.
+
+    >>> from mysql_cdc.ids import TableId
+    >>> from mysql_cdc.udtf.binlog.phase import ALTERNATING, ChangeRun
+    >>> t = TableId("d", "t")
+    >>> key_before_images(ChangeRun(t, ALTERNATING, [(1, "a"), (1, "b"), (2, "c"), (5, "c")], "b.1", 9, 0, None,
+    ...                             7, 10), [0]).values
+    [(1, None), (1, 'b'), (2, None), (5, 'c')]
+    >>> key_before_images(ChangeRun(t, "-U", [(3, "x")], "b.1", 9, 4, None, 7, 14), [0]).values
+    [(3, None)]
+    >>> key_before_images(ChangeRun(t, "+I", [(4, "y")], "b.1", 99, 0, None, 7, 20), [0]).values
+    [(4, 'y')]
+    """
+    keep = frozenset(key)
+
+    def cut(v: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(x if i in keep else None for i, x in enumerate(v))
+
+    if run.op == ALTERNATING:
+        return run._replace(values=[v if k % 2 else cut(v) for k, v in enumerate(run.values)])
+    if run.op == "-U":
+        return run._replace(values=[cut(v) for v in run.values])
+    return run
+
+
 def value_columns(rows: list[tuple[Any, ...]], schema: pa.Schema) -> list[pa.Array]:
     """Images (tuples in ``schema``'s column order) as one Arrow array per column."""
     if not rows:

@@ -33,7 +33,14 @@ from mysql_cdc.types import arrow_type, spark_data_type, spark_type
 from mysql_cdc.udtf.binlog.phase import ALTERNATING, Change, ChangeRun, run_changes
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.snapshot.reader import ChunkRead
-from mysql_cdc.udtf.spark.change_columns import grouped, images, meta_arrays, table_places, value_columns
+from mysql_cdc.udtf.spark.change_columns import (
+    grouped,
+    images,
+    key_before_images,
+    meta_arrays,
+    table_places,
+    value_columns,
+)
 
 CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
 # Options a SQL call may pass: connections come from a profile (a password never comes through SQL text).
@@ -189,6 +196,11 @@ class Output:
                               "says each row's table in __database and __table; drop the option")
         self._arrow = {t: arrow_schema_of(s, opts) for t, s in self.schemas.items()}
         self._values = {t: table_arrow_schema(s.columns, opts.tinyint1_as_boolean) for t, s in self.schemas.items()}
+        # option before_images key: where each table's primary key is among its columns (a table without one
+        # keeps its before images whole: there is no key to cut them to)
+        self._key_places = {t: [i for i, c in enumerate(s.columns) if c.name in s.primary_key]
+                            for t, s in self.schemas.items()
+                            if opts.before_images == "key" and s.primary_key} if self.envelope else {}
 
     def spark_schema(self) -> StructType:
         if self.envelope:
@@ -218,6 +230,9 @@ class Output:
     def _envelope(self, runs: list[ChangeRun]) -> pa.RecordBatch:
         """Runs of any tables in the envelope: each table's images typed as a single-table read types them and
         written as JSON on whole columns, then put back in the runs' order."""
+        if self._key_places:
+            runs = [key_before_images(r, self._key_places[r.table]) if r.table in self._key_places else r
+                    for r in runs]
         places = table_places(runs)
         if len(places) == 1:
             ((t, _),) = places.items()

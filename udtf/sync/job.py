@@ -201,10 +201,11 @@ class SyncBatches:
         store = StateStore(self.state_dir)
         opts = capture_options(store)
         names = pc.binary_join_element_wise(data.column(DATABASE_COLUMN), data.column(TABLE_COLUMN), "\x00")
-        for name in pc.unique(names).to_pylist():
+        tables = pc.unique(names).to_pylist()
+        for name in tables:
             db, tb = name.split("\x00")
             table = TableId(db, tb)
-            part = data.filter(pc.equal(names, name))
+            part = data if len(tables) == 1 else data.filter(pc.equal(names, name))  # no copy of a batch of one
             ops = part.column(OP_COLUMN).to_pylist()
             resets = [i for i, op in enumerate(ops) if op in RESETS]
             key_range = reset_range(part.column(POSITION_COLUMN)[resets[0]].as_py()) if resets else None
@@ -212,7 +213,9 @@ class SyncBatches:
             if schema is None:
                 continue
             t0 = time.monotonic()
-            values = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
+            # a -U row holds its key alone (option before_images key): the other columns may be NULL in the batch
+            values = pa.schema([f if f.name in schema.primary_key else f.with_nullable(True)
+                                for f in table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)])
             typed = pa.Table.from_batches([decode_rows(c, values) for c in part.column(VALUES_COLUMN).chunks],
                                           schema=values)
             rows = typed.append_column(OP_COLUMN, part.column(OP_COLUMN)) \

@@ -273,8 +273,12 @@ class DeltaMirror:
         src = final_images(rows, schema.primary_key)
         cols = [src.column(f.name).cast(f.type) if pa.types.is_duration(src.schema.field(f.name).type)
                 else src.column(f.name) for f in want]
+        # a key's last image may be a -U row that holds its key alone (option before_images key): a delete, whose
+        # other columns are NULL, so the source declares them NULL-able (what it upserts is never NULL there)
+        keys = set(schema.primary_key)
+        source = [f if f.name in keys else f.with_nullable(True) for f in want]
         src = pa.Table.from_arrays([*cols, src.column(DELETE_COLUMN)],
-                                   schema=pa.schema([*want, pa.field(DELETE_COLUMN, pa.bool_(), False)]))
+                                   schema=pa.schema([*source, pa.field(DELETE_COLUMN, pa.bool_(), False)]))
 
         def q(name: str) -> str:
             return "`" + name.replace("`", "``") + "`"

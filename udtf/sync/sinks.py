@@ -219,3 +219,15 @@ def batch_bounds(writer: Writer) -> dict[str, str]:
     ('200000', '1000000')
     """
     return dict(_BOUNDS[writer])
+
+
+def sync_stream_options(writer: Writer) -> dict[str, str]:
+    """The stream options a sync sets unless the user gives them: its batches' bounds (:func:`batch_bounds`) and
+    ``before_images`` key: a mirror deletes an update's before image by its key and needs none of its other
+    values, so an update of a row of large values carries them once (its after image), not twice.
+
+    >>> sync_stream_options("delta-rs")["before_images"]
+    'key'
+    """
+    return {**batch_bounds(writer), "before_images": "key"}
+
