@@ -206,10 +206,11 @@ def main() -> None:
     for name, rows, r in results:
         lines.append(f"| {name} | {rows:,} | {r['seconds']:.1f} | {_mb(r['jvm'])} | {_mb(r['job'])} | "
                      f"{_mb(r['worker'])} | {_mb(r['total'])} | {r['outcome']} |")
-    by = {name.split(",")[0].split(" (")[0]: r for name, _, r in results}
+    by = {name: r for name, _, r in results}
     lines.append("")
     if "narrow" in runs:
-        ours, peer = by["sync --once"]["total"], by["Spark JDBC -> Parquet"]["total"]
+        ours = by["sync --once, narrow: defaults (batches bounded)"]["total"]
+        peer = by["Spark JDBC -> Parquet (the nightly dump), narrow"]["total"]
         lines.append(f"The bounded sync's peak, all processes, is {ours / max(peer, 1):.2f}x the JDBC dump's.")
     if "wide" in runs:
         dump = next(r for name, _, r in results if name.startswith("Spark JDBC -> Parquet, wide"))

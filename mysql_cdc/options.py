@@ -109,8 +109,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "captured table through it is then missing from the output (default: such a statement stops the read)"),
     OptionSpec("before_images", str, "full",
                "reads of many tables (option tables): full, or key: an update's before image (__op -U) holds its "
-               "primary key's columns and NULL for the others, all a mirror merges by (the sync's stream sets it: "
-               "an update of a table of large values then carries one copy of them, not two)"),
+               "primary key's columns and NULL for the others, all a mirror merges by (a table without a primary "
+               "key keeps them whole; the sync's stream sets it: an update of a table of large values then carries "
+               "one copy of them, not two). Kept in the state_dir, as tinyint1_as_boolean is"),
     OptionSpec("allow_unlogged_cascades", bool, False,
                "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),

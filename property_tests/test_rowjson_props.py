@@ -144,3 +144,12 @@ def _slices_round_trip(batch: pa.RecordBatch, start: int, size: int, large: bool
     for i in range(batch.num_rows):
         assert decode_rows(texts.slice(i, 1), batch.schema).equals(batch.slice(i, 1))
     assert decode_rows(texts.slice(start, size), batch.schema).equals(batch.slice(start, size))
+
+
+def test_a_base64_text_not_in_fours_is_refused_on_both_paths() -> None:
+    """A text the encoder never writes ("AAA": three characters, no padding) is an error on the path of large
+    values too, as base64's strict decoder makes it on the other (it would read as an empty value)."""
+    schema = pa.schema([("k", pa.int32()), ("b", pa.binary())])
+    for threshold in (0, 1 << 20):
+        with mock.patch.object(rowjson, "_LARGE", threshold), pytest.raises(ValueError):
+            decode_rows(['{"k":2,"b":"AAA"}'], schema)

@@ -610,7 +610,7 @@ class StateStore:
 
 
 # options that shape a capture's output types: kept in its state dir on first use, the same ever after
-SHAPING = ("tinyint1_as_boolean",)
+SHAPING = ("tinyint1_as_boolean", "before_images")
 
 
 def pin_capture(opts: CdcOptions) -> None:

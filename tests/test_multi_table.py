@@ -488,7 +488,8 @@ def test_a_table_split_out_of_a_many_table_read_equals_a_read_of_that_table_for_
     assert ops == {"-U": len(ROWS), "+U": len(ROWS), "-D": len(ROWS) - 1, "+I": len(ROWS) - 1}, ops
     # before_images 'key' (a sync's stream sets it): each -U row holds its key and NULL for every other column,
     # every other row is the full read's
-    keyed = spark.sql(f"SELECT * FROM mysql_cdc_binlog({args}, tables => '{pattern}', state_dir => '{many}', "
+    keyed_dir = str(tmp_path / "keyed")  # the option shapes the output: kept in a state_dir of its own
+    keyed = spark.sql(f"SELECT * FROM mysql_cdc_binlog({args}, tables => '{pattern}', state_dir => '{keyed_dir}', "
                       "before_images => 'key')")
     full = {(r["__table"], r["_change_seq"]): (r["__op"], json.loads(r["__values"])) for r in changes.collect()}
     cut = {(r["__table"], r["_change_seq"]): (r["__op"], json.loads(r["__values"])) for r in keyed.collect()}
@@ -502,6 +503,20 @@ def test_a_table_split_out_of_a_many_table_read_equals_a_read_of_that_table_for_
         else:
             assert (op, values) == full[at], at
     assert befores == len(ROWS) + 2  # vals' and other's updates
+    # split types them as the state_dir says: the non-key columns NULL-able, a -U row's NULL there, the rest as read
+    split_keyed = mysql_cdc.split(keyed, keyed_dir, [f"{db}.vals"])[f"{db}.vals"]
+    assert [f.nullable for f in split_keyed.schema.fields][:len(NAMES) + 2] == [False] + [True] * (len(NAMES) + 1)
+    got = {r["_change_seq"]: r.asDict() for r in split_keyed.collect()}
+    whole = {r["_change_seq"]: r.asDict() for r in split_changes.collect()}
+    assert got.keys() == whole.keys()
+    for seq, row in got.items():
+        if row["__op"] == "-U":
+            assert row == {**whole[seq], **{n: None for n in [*NAMES, "touch"]}}, seq
+        else:
+            assert row == whole[seq], seq
+    full_again = f"SELECT * FROM mysql_cdc_binlog({args}, tables => '{pattern}', state_dir => '{keyed_dir}')"
+    with pytest.raises(Exception, match="before_images"):  # the state_dir keeps the shape it was read with
+        spark.sql(full_again).collect()
 
 
 @pytest.mark.slow  # CI time (80 s): the CLI's follow by default in tests/test_streaming.py, its stream in the sync's

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.types import StructField, StructType
 
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
@@ -137,5 +138,11 @@ def table_frames(df: Any, state_dir: str, tables: list[str] | None = None) -> di
         values = pa.schema(list(typed)[:len(schema.columns)])
         versions = versions_of(store.history(table), opts)
         rows = df.where((df[DATABASE_COLUMN] == table.database) & (df[TABLE_COLUMN] == table.table))
-        out[name] = rows.mapInArrow(_decoder(name, values, typed, versions), output_schema(schema, opts))
+        spark_schema = output_schema(schema, opts)
+        if opts.before_images == "key":  # a -U row holds its key alone: the other columns may be NULL in it
+            keys = set(schema.primary_key)
+            spark_schema = StructType([f if i >= len(schema.columns) or f.name in keys
+                                       else StructField(f.name, f.dataType, True, f.metadata)
+                                       for i, f in enumerate(spark_schema.fields)])
+        out[name] = rows.mapInArrow(_decoder(name, values, typed, versions), spark_schema)
     return out
