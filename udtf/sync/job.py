@@ -49,7 +49,7 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.storage import list_names, read_text
 from mysql_cdc.state.store import StateStore, capture_options, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
-from mysql_cdc.udtf.sync.last_image import appends
+from mysql_cdc.udtf.sync.last_image import appends, merge_fields
 from mysql_cdc.udtf.sync.mirror import DeltaMirror, check_tables
 from mysql_cdc.udtf.sync.target import SyncLock, hold_sync_locks
 
@@ -213,9 +213,8 @@ class SyncBatches:
             if schema is None:
                 continue
             t0 = time.monotonic()
-            # a -U row holds its key alone (option before_images key): the other columns may be NULL in the batch
-            values = pa.schema([f if f.name in schema.primary_key else f.with_nullable(True)
-                                for f in table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)])
+            values = pa.schema(merge_fields(table_arrow_schema(schema.columns, opts.tinyint1_as_boolean),
+                                            schema.primary_key))
             typed = pa.Table.from_batches([decode_rows(c, values) for c in part.column(VALUES_COLUMN).chunks],
                                           schema=values)
             rows = typed.append_column(OP_COLUMN, part.column(OP_COLUMN)) \

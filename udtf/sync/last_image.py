@@ -72,3 +72,17 @@ def appends(snapshot_only: bool, primary_key: Sequence[str], chunk_key: Sequence
     False
     """
     return snapshot_only and bool(primary_key) and set(chunk_key) <= set(primary_key)
+
+
+def merge_fields(fields: Sequence[pa.Field], key: Sequence[str]) -> list[pa.Field]:
+    """The fields of a merge's rows: the key's as they are, every other one NULL-able, since a key's images may
+    include a ``-U`` row that holds its key alone (option ``before_images`` key, which a sync's stream sets); such
+    a row is a delete, so no NULL of it is ever written.
+
+    >>> [(f.name, f.nullable) for f in merge_fields([pa.field("id", pa.int32(), False),
+    ...                                               pa.field("v", pa.int32(), False)], ["id"])]
+    [('id', False), ('v', True)]
+    """
+    keys = set(key)
+    return [f if f.name in keys else f.with_nullable(True) for f in fields]
+

@@ -29,7 +29,7 @@ from mysql_cdc.state.store import StateStore, make_dirs, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.schema.evolve import evolve_rows
 from mysql_cdc.udtf.sync.lake_types import lake_arrow_type
-from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images
+from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images, merge_fields
 from mysql_cdc.udtf.sync.target import local_path, writable
 
 # the sync's stream options unless given: micro-batches the driver can hold (each batch is collected there)
@@ -273,12 +273,9 @@ class DeltaMirror:
         src = final_images(rows, schema.primary_key)
         cols = [src.column(f.name).cast(f.type) if pa.types.is_duration(src.schema.field(f.name).type)
                 else src.column(f.name) for f in want]
-        # a key's last image may be a -U row that holds its key alone (option before_images key): a delete, whose
-        # other columns are NULL, so the source declares them NULL-able (what it upserts is never NULL there)
-        keys = set(schema.primary_key)
-        source = [f if f.name in keys else f.with_nullable(True) for f in want]
         src = pa.Table.from_arrays([*cols, src.column(DELETE_COLUMN)],
-                                   schema=pa.schema([*source, pa.field(DELETE_COLUMN, pa.bool_(), False)]))
+                                   schema=pa.schema([*merge_fields(want, schema.primary_key),
+                                                     pa.field(DELETE_COLUMN, pa.bool_(), False)]))
 
         def q(name: str) -> str:
             return "`" + name.replace("`", "``") + "`"
