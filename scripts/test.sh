@@ -13,6 +13,40 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 guard=4200
 [ -z "${MYSQL_CDC_LONG:-}" ] || { export MYSQL_CDC_LONG_VERSIONS=1; guard=9000; }
 guard="${MYSQL_CDC_TEST_TIMEOUT:-$guard}"
+# what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);
+# the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on 4.2 with MYSQL_CDC_LONG_VERSIONS=1;
+# the sync's kill test (Spark's Delta writer, 5 minutes; its verify and key range with MYSQL_CDC_LONG_VERSIONS=1) on
+# 4.2; the sync into Iceberg with a kill (3 minutes) on
+# 4.1, the newest Spark Iceberg ships a runtime for, whose stream restarts as 4.0's does (no admission control);
+# the sync killed eight times (tests/test_sync.py's scenario) into Spark's Delta on 4.2 and into Iceberg on 4.1, both
+# servers, with MYSQL_CDC_LONG_VERSIONS=1 only (a server: 8-9 minutes into Delta, 3.5 into Iceberg)
+versions_run() {  # versions_run: exit status of the last failing version (0: all passed)
+  local vrc=0 pair server client narrow one long limit v
+  for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
+    server="${pair%%:*}" client="${pair##*:}"
+    narrow=()
+    # CI time (the default run stays under 55 minutes): on 4.0, 4.1 and 4.2 one server (the main suite runs both on 4.3,
+    # and what differs between Spark versions does not differ between servers); the sync into a Delta catalog on 4.2
+    # only with MYSQL_CDC_LONG_VERSIONS=1
+    one="not mariadb" long="not eight_kills" limit=1200
+    [ -z "${MYSQL_CDC_LONG_VERSIONS:-}" ] || { one="not nothing_left_out"; long="not nothing_left_out"; limit=2400; }
+    case "$server" in
+      4.2.1) if [ -n "${MYSQL_CDC_LONG_VERSIONS:-}" ]; then narrow=(-k "not iceberg"); else
+               narrow=(-k "not iceberg and not catalog_namespace and $one and $long"); fi ;;
+      # its stream restarts as 4.0's; the eight kills into Iceberg here, into Delta on 4.2
+      4.1.4) narrow=(-k "not catalog_namespace and not killed and not (eight_kills and delta) and $one and $long") ;;
+      *) narrow=(-k "not catalog_namespace and not iceberg and not killed and not eight_kills and $one") ;;
+    esac
+    echo "== pyspark $server (thin client pyspark-client $client)"
+    MYSQL_CDC_SPARK_VERSION="$server" PYSPARK_PYTHON="$PWD/.venv-spark-$server/bin/python" \
+      MYSQL_CDC_CLIENT_PYTHON="$PWD/.venv-client-$client/bin/python" \
+      timeout -k 30 "$limit" ".venv-spark-$server/bin/python" -m pytest -p no:cacheprovider --durations=5 -m versions \
+      tests/test_spark_versions.py "${narrow[@]}"
+    v=$?
+    [ $v -eq 0 ] || vrc=$v
+  done
+  return $vrc
+}
 set +e
 # a hung run fails here instead of eating CI's whole budget (on this 2-core machine every case on both servers took
 # about 80 minutes, which cut the run at 70 and is now MYSQL_CDC_LONG=1; the default run's main suite, see README)
@@ -32,58 +66,42 @@ main_suite() {  # main_suite <durations file> <pytest arguments...>
 # each test phase's seconds (tests/conftest.py); MYSQL_CDC_DURATIONS_DIR=<folder> keeps them after the run
 mine="${MYSQL_CDC_DURATIONS_DIR:-$(mktemp -d)}" || exit 1
 mkdir -p -m 700 "$mine" || exit 1
-rm -f "$mine"/durations* "$mine/other.log"
+rm -f "$mine"/durations* "$mine"/other.* "$mine"/versions.*
 if [ $# -gt 0 ] || [ -n "${MYSQL_CDC_SERIAL:-}" ]; then
   main_suite "$mine/durations" "$@"
   rc=$?
+  if [ $# -eq 0 ]; then  # a run narrowed by arguments runs the main version only
+    versions_run
+    v=$?
+    [ $v -eq 0 ] || rc=$v
+  fi
 else
-  # The default run: two pytest processes side by side, each with its own servers, Spark sessions and temporary
-  # folders: the MySQL cases, and the MariaDB cases with everything on neither server (unit, property). One run
-  # left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on subprocesses); side by side, with
-  # C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68 (README). MYSQL_CDC_SERIAL=1 runs one
-  # process, as arguments do.
-  main_suite "$mine/durations-other" -k "not (mysql and not mariadb)" > "$mine/other.log" 2>&1 &
-  other=$!
+  # The default run: two lanes side by side, each pytest process with its own servers, Spark sessions and temporary
+  # folders: the MySQL cases; and the MariaDB cases with everything on neither server (unit, property), then the
+  # versions run. One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on
+  # subprocesses); side by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68, and
+  # the versions run after the MariaDB cases (which end about 12 minutes before the MySQL ones) instead of after both
+  # took the whole run from 62 to 55 minutes (README). MYSQL_CDC_SERIAL=1 runs one process, as arguments do.
+  {
+    main_suite "$mine/durations-other" -k "not (mysql and not mariadb)" > "$mine/other.log" 2>&1
+    echo $? > "$mine/other.rc"
+    versions_run > "$mine/versions.log" 2>&1
+    echo $? > "$mine/versions.rc"
+  } &
+  lane=$!
   main_suite "$mine/durations-mysql" -k "mysql and not mariadb"
   rc=$?
-  wait "$other"
-  o=$?
+  wait "$lane"
   echo "== the MariaDB cases and those on neither server (the process beside the MySQL cases):"
   cat "$mine/other.log"
-  # either one failing fails the run; a cut (124, 137) is what the run says when there is one
-  if [ $o -ne 0 ] && { [ $rc -eq 0 ] || [ $o -eq 124 ] || [ $o -eq 137 ]; }; then rc=$o; fi
+  echo "== the versions run (after the MariaDB cases):"
+  cat "$mine/versions.log"
+  o=$(cat "$mine/other.rc" 2>/dev/null || echo 1)
+  v=$(cat "$mine/versions.rc" 2>/dev/null || echo 1)
+  # any lane failing fails the run; a cut (124, 137) is what the run says when there is one
+  if [ "$o" -ne 0 ] && { [ $rc -eq 0 ] || [ "$o" -eq 124 ] || [ "$o" -eq 137 ]; }; then rc=$o; fi
+  [ "$v" -eq 0 ] || [ $rc -ne 0 ] || rc=$v
 fi
 [ -n "${MYSQL_CDC_DURATIONS_DIR:-}" ] || rm -rf "$mine"
-# what differs between Spark versions, under each other supported version (scripts/setup_spark_versions.sh);
-# the sync into a catalog (Spark's Delta and a Hive metastore: 2.5 minutes) on 4.2 with MYSQL_CDC_LONG_VERSIONS=1;
-# the sync's kill test (Spark's Delta writer, 5 minutes; its verify and key range with MYSQL_CDC_LONG_VERSIONS=1) on
-# 4.2; the sync into Iceberg with a kill (3 minutes) on
-# 4.1, the newest Spark Iceberg ships a runtime for, whose stream restarts as 4.0's does (no admission control);
-# the sync killed eight times (tests/test_sync.py's scenario) into Spark's Delta on 4.2 and into Iceberg on 4.1, both
-# servers, with MYSQL_CDC_LONG_VERSIONS=1 only (a server: 8-9 minutes into Delta, 3.5 into Iceberg)
-for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
-  [ $# -eq 0 ] || break  # a run narrowed by arguments runs the main version only
-  server="${pair%%:*}" client="${pair##*:}"
-  narrow=()
-  # CI time (the default run stays under 55 minutes): on 4.0, 4.1 and 4.2 one server (the main suite runs both on 4.3,
-  # and what differs between Spark versions does not differ between servers); the sync into a Delta catalog on 4.2
-  # only with MYSQL_CDC_LONG_VERSIONS=1
-  one="not mariadb" long="not eight_kills" limit=900
-  [ -z "${MYSQL_CDC_LONG_VERSIONS:-}" ] || { one="not nothing_left_out"; long="not nothing_left_out"; limit=2400; }
-  case "$server" in
-    4.2.1) if [ -n "${MYSQL_CDC_LONG_VERSIONS:-}" ]; then narrow=(-k "not iceberg"); else
-             narrow=(-k "not iceberg and not catalog_namespace and $one and $long"); fi ;;
-    # its stream restarts as 4.0's; the eight kills into Iceberg here, into Delta on 4.2
-    4.1.4) narrow=(-k "not catalog_namespace and not killed and not (eight_kills and delta) and $one and $long") ;;
-    *) narrow=(-k "not catalog_namespace and not iceberg and not killed and not eight_kills and $one") ;;
-  esac
-  echo "== pyspark $server (thin client pyspark-client $client)"
-  MYSQL_CDC_SPARK_VERSION="$server" PYSPARK_PYTHON="$PWD/.venv-spark-$server/bin/python" \
-    MYSQL_CDC_CLIENT_PYTHON="$PWD/.venv-client-$client/bin/python" \
-    timeout -k 30 "$limit" ".venv-spark-$server/bin/python" -m pytest -p no:cacheprovider --durations=5 -m versions \
-    tests/test_spark_versions.py "${narrow[@]}"
-  v=$?
-  [ $v -eq 0 ] || rc=$v
-done
 set -e
 exit $rc
