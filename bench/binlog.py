@@ -20,6 +20,11 @@ it reads that range with:
   since issue 32 (no object made per change row);
 - the same, the range cut in two at a transaction boundary (``BinlogPhase.split``, as parallel catch-up cuts
   it) and read by two processes at once;
+- Flink CDC's MySQL source (``flink-sql-connector-mysql-cdc`` 3.5.0 on Flink 1.20.3, Maven Central's jars,
+  ``bench/flink``) in a local Flink of one task, started at the range's first position: its records counted
+  (Debezium's typed records, what every Flink CDC job starts from) and the same through its JSON deserializer;
+  timed from the first change row to the last (the JVM's and Flink's start left out, as Spark's session start is)
+  and, for the records, from the job's submission;
 - ``mysql_cdc_binlog`` in Spark SQL (one task, counted);
 - a stream (``readStream``, ``availableNow``, counted in ``foreachBatch``), which also scans the range once in
   the driver to plan its batch, with one task and with ``binlog_partitions`` 2 (Spark local[2]), and a stream of
@@ -32,6 +37,7 @@ workers). Writes a Markdown table to stdout and to ``bench/results/binlog-<serve
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import subprocess
@@ -50,7 +56,12 @@ from tests.servers import ServerInfo, mysql_chroot  # noqa: E402
 
 Range = tuple[str, int, str, int]  # start file, start position, end file, end position
 CORE = "mysql_cdc core: BinlogPhase.changes"
-READERS = ("c", "raw", "library", "planned", "runs", "parallel", "spark")
+READERS = ("c", "raw", "library", "planned", "runs", "parallel", "flink", "spark")
+FLINK = os.path.join(ROOT, "bench", "flink")
+# Flink 1.20 on Java 17 reflects into these (its Kryo serializers); the flags Flink's own launcher sets
+JAVA_OPENS = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+    "java.lang", "java.lang.reflect", "java.util", "java.util.concurrent", "java.io", "java.net", "java.nio",
+    "java.text", "java.time", "sun.nio.ch")]
 
 
 def raw_loop(info: ServerInfo, rng: Range) -> int:
@@ -177,6 +188,41 @@ def c_decoder(info: ServerInfo, rng: Range, work: str) -> tuple[float, int, int]
         os.unlink(cnf)
 
 
+def flink_classpath() -> str:
+    """The harness built (``bench/flink``: its jars by Maven, its one class by javac) once per checkout."""
+    target = os.path.join(FLINK, "target")
+    cp_file = os.path.join(target, "classpath.txt")
+    classes = os.path.join(target, "classes")
+    src = os.path.join(FLINK, "src", "main", "java", "mysqlcdcbench", "FlinkBinlogCount.java")
+    built = os.path.join(classes, "mysqlcdcbench", "FlinkBinlogCount.class")
+    if not os.path.exists(cp_file) or os.path.getmtime(cp_file) < os.path.getmtime(os.path.join(FLINK, "pom.xml")):
+        subprocess.run(["mvn", "-q", "-f", os.path.join(FLINK, "pom.xml"), "dependency:build-classpath",
+                        f"-Dmdep.outputFile={cp_file}"], check=True)
+    with open(cp_file) as f:
+        jars = f.read().strip()
+    if not os.path.exists(built) or os.path.getmtime(built) < os.path.getmtime(src):
+        os.makedirs(classes, exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-d", classes, "-cp", jars, src], check=True)
+    return classes + os.pathsep + jars
+
+
+def flink_reader(info: ServerInfo, rng: Range, changes: int, mode: str) -> tuple[float, float, int, int]:
+    """Seconds from the job's submission and from its first change row to the last, change rows, peak RSS of
+    one read of the range by Flink CDC (a JVM of its own; the password goes in on standard input)."""
+    if rng[2] != rng[0]:
+        raise SystemExit(f"the range spans {rng[0]} .. {rng[2]}; the Flink run reads one file")
+    cmd = ["java", "-Xmx2g", *JAVA_OPENS, "-cp", flink_classpath(), "mysqlcdcbench.FlinkBinlogCount", info.host,
+           str(info.port), info.user, rng[0], str(rng[1]), str(changes), "tpch.orders", mode]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with PeakRss(lambda: [proc.pid]) as mem:
+        out, err = proc.communicate(info.password + "\n", timeout=3600)
+    if proc.returncode != 0:
+        causes = [ln.strip() for ln in err.splitlines() if ln.startswith(("Caused by", "the Flink job", "timed out"))]
+        raise SystemExit(f"exit code {proc.returncode}; " + (causes[-1] if causes else err.strip()[-300:]))
+    got = json.loads(out.strip().splitlines()[-1])
+    return float(got["seconds"]), float(got["first_to_last"]), int(got["rows"]), mem.peak_total
+
+
 def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
                    ) -> list[tuple[str, list[tuple[float, int, int]]]]:
     from pyspark.sql import SparkSession
@@ -258,9 +304,24 @@ def run_server(kind: str, scale: float, repeat: int, readers: set[str]) -> str:
             if key in readers:
                 results.append((name, [in_child(target, info, rng, parts) for _ in range(repeat)]))
                 print(f"{name}: {min(r[0] for r in results[-1][1]):.2f} s", flush=True)
+        notes = []
+        if "flink" in readers:
+            for mode, what in (("records", "its records counted"), ("json", "JsonDebeziumDeserializationSchema")):
+                try:
+                    runs = [flink_reader(info, rng, changes, mode) for _ in range(repeat)]
+                except (SystemExit, subprocess.SubprocessError, ValueError) as e:  # the peer, not ours: say so
+                    notes.append(f"Flink CDC 3.5.0 ({what}) did not read the range on {kind}: {e}")
+                    print(notes[-1], flush=True)
+                    continue
+                results.append((f"Flink CDC 3.5.0 MySQL source, one task, {what}: first change row to last",
+                                [(first, rows, rss) for _, first, rows, rss in runs]))
+                if mode == "records":
+                    results.append((f"Flink CDC 3.5.0 MySQL source, one task, {what}: from the job's submission",
+                                    [(secs, rows, rss) for secs, _, rows, rss in runs]))
+                print(f"{results[-1][0]}: {min(r[0] for r in results[-1][1]):.2f} s", flush=True)
         if "spark" in readers:
             results += spark_surfaces(info, rng, repeat, work)
-    return table(kind, n, changes, repeat, results)
+    return "\n\n".join([table(kind, n, changes, repeat, results), *notes])
 
 
 def table(kind: str, n: int, changes: int, repeat: int, results: list[tuple[str, list[tuple[float, int, int]]]]

@@ -20,10 +20,15 @@ guard="${MYSQL_CDC_TEST_TIMEOUT:-$guard}"
 # 4.1, the newest Spark Iceberg ships a runtime for, whose stream restarts as 4.0's does (no admission control);
 # the sync killed eight times (tests/test_sync.py's scenario) into Spark's Delta on 4.2 and into Iceberg on 4.1, both
 # servers, with MYSQL_CDC_LONG_VERSIONS=1 only (a server: 8-9 minutes into Delta, 3.5 into Iceberg)
-versions_run() {  # versions_run: exit status of the last failing version (0: all passed)
-  local vrc=0 pair server client narrow one long limit v
-  for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.0.5:4.0.4 4.1.4:4.1.3 4.2.1:4.2.0}; do
+# versions_run [claims folder [versions]]: exit status of the last failing version (0: all passed); with a folder,
+# a version another lane claimed there first is left to it (the longest first), and with versions (e.g. "4.0.5")
+# only those are taken
+versions_run() {
+  local claims="${1:-}" only="${2:-}" vrc=0 pair server client narrow one long limit v
+  for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.2.1:4.2.0 4.1.4:4.1.3 4.0.5:4.0.4}; do
     server="${pair%%:*}" client="${pair##*:}"
+    if [ -n "$only" ] && [[ " $only " != *" $server "* ]]; then continue; fi
+    if [ -n "$claims" ] && ! mkdir "$claims/$server" 2>/dev/null; then continue; fi
     narrow=()
     # CI time (the default run stays under 55 minutes): on 4.0, 4.1 and 4.2 one server (the main suite runs both on 4.3,
     # and what differs between Spark versions does not differ between servers); the sync into a Delta catalog on 4.2
@@ -66,7 +71,7 @@ main_suite() {  # main_suite <durations file> <pytest arguments...>
 # each test phase's seconds (tests/conftest.py); MYSQL_CDC_DURATIONS_DIR=<folder> keeps them after the run
 mine="${MYSQL_CDC_DURATIONS_DIR:-$(mktemp -d)}" || exit 1
 mkdir -p -m 700 "$mine" || exit 1
-rm -f "$mine"/durations* "$mine"/other.* "$mine"/versions.*
+rm -rf "$mine"/durations* "$mine"/other.* "$mine"/versions.* "$mine/claims"
 if [ $# -gt 0 ] || [ -n "${MYSQL_CDC_SERIAL:-}" ]; then
   main_suite "$mine/durations" "$@"
   rc=$?
@@ -77,30 +82,37 @@ if [ $# -gt 0 ] || [ -n "${MYSQL_CDC_SERIAL:-}" ]; then
   fi
 else
   # The default run: two lanes side by side, each pytest process with its own servers, Spark sessions and temporary
-  # folders: the MySQL cases; and the MariaDB cases with everything on neither server (unit, property), then the
-  # versions run. One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on
-  # subprocesses); side by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68, and
-  # the versions run after the MariaDB cases (which end about 12 minutes before the MySQL ones) instead of after both
-  # took the whole run from 62 to 55 minutes (README). MYSQL_CDC_SERIAL=1 runs one process, as arguments do.
+  # folders: the MySQL cases, and the MariaDB cases with everything on neither server (unit, property); then each
+  # lane takes the next version of the versions run no lane has taken yet: the MariaDB lane any (4.2 first), the
+  # MySQL lane 4.0 alone (4.1 and 4.2 fetch Iceberg's and Delta's jars, into one Ivy cache: never both at once).
+  # One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on subprocesses); side
+  # by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68; the MariaDB lane ends
+  # 11-14 minutes before the MySQL one, and the versions run took 14-19 minutes after both (README).
+  # MYSQL_CDC_SERIAL=1 runs one process, as arguments do.
+  mkdir -m 700 "$mine/claims" || exit 1
   {
     main_suite "$mine/durations-other" -k "not (mysql and not mariadb)" > "$mine/other.log" 2>&1
     echo $? > "$mine/other.rc"
-    versions_run > "$mine/versions.log" 2>&1
+    versions_run "$mine/claims" > "$mine/versions.log" 2>&1
     echo $? > "$mine/versions.rc"
   } &
   lane=$!
   main_suite "$mine/durations-mysql" -k "mysql and not mariadb"
   rc=$?
+  versions_run "$mine/claims" 4.0.5
+  v=$?
+  [ $v -eq 0 ] || [ $rc -ne 0 ] || rc=$v
   wait "$lane"
   echo "== the MariaDB cases and those on neither server (the process beside the MySQL cases):"
   cat "$mine/other.log"
-  echo "== the versions run (after the MariaDB cases):"
+  echo "== the versions the MariaDB lane took:"
   cat "$mine/versions.log"
   o=$(cat "$mine/other.rc" 2>/dev/null || echo 1)
   v=$(cat "$mine/versions.rc" 2>/dev/null || echo 1)
   # any lane failing fails the run; a cut (124, 137) is what the run says when there is one
   if [ "$o" -ne 0 ] && { [ $rc -eq 0 ] || [ "$o" -eq 124 ] || [ "$o" -eq 137 ]; }; then rc=$o; fi
   [ "$v" -eq 0 ] || [ $rc -ne 0 ] || rc=$v
+  rm -rf "$mine/claims"
 fi
 [ -n "${MYSQL_CDC_DURATIONS_DIR:-}" ] || rm -rf "$mine"
 set -e
