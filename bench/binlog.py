@@ -200,7 +200,7 @@ def flink_classpath() -> str:
                         f"-Dmdep.outputFile={cp_file}"], check=True)
     with open(cp_file) as f:
         jars = f.read().strip()
-    if not os.path.exists(built) or os.path.getmtime(built) < os.path.getmtime(src):
+    if not os.path.exists(built) or os.path.getmtime(built) < max(os.path.getmtime(src), os.path.getmtime(cp_file)):
         os.makedirs(classes, exist_ok=True)
         subprocess.run(["javac", "-nowarn", "-d", classes, "-cp", jars, src], check=True)
     return classes + os.pathsep + jars
@@ -214,8 +214,13 @@ def flink_reader(info: ServerInfo, rng: Range, changes: int, mode: str) -> tuple
     cmd = ["java", "-Xmx2g", *JAVA_OPENS, "-cp", flink_classpath(), "mysqlcdcbench.FlinkBinlogCount", info.host,
            str(info.port), info.user, rng[0], str(rng[1]), str(changes), "tpch.orders", mode]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with PeakRss(lambda: [proc.pid]) as mem:
-        out, err = proc.communicate(info.password + "\n", timeout=3600)
+    try:
+        with PeakRss(lambda: [proc.pid]) as mem:
+            out, err = proc.communicate(info.password + "\n", timeout=3600)
+    finally:
+        if proc.poll() is None:  # timed out or interrupted: no JVM left beside the next reader
+            proc.kill()
+            proc.wait()
     if proc.returncode != 0:
         causes = [ln.strip() for ln in err.splitlines() if ln.startswith(("Caused by", "the Flink job", "timed out"))]
         raise SystemExit(f"exit code {proc.returncode}; " + (causes[-1] if causes else err.strip()[-300:]))
@@ -309,6 +314,10 @@ def run_server(kind: str, scale: float, repeat: int, readers: set[str]) -> str:
             for mode, what in (("records", "its records counted"), ("json", "JsonDebeziumDeserializationSchema")):
                 try:
                     runs = [flink_reader(info, rng, changes, mode) for _ in range(repeat)]
+                except (subprocess.CalledProcessError, FileNotFoundError) as e:  # mvn, javac or java
+                    notes.append(f"Flink CDC's harness (bench/flink) could not be built or started: {e}")
+                    print(notes[-1], flush=True)
+                    break
                 except (SystemExit, subprocess.SubprocessError, ValueError) as e:  # the peer, not ours: say so
                     notes.append(f"Flink CDC 3.5.0 ({what}) did not read the range on {kind}: {e}")
                     print(notes[-1], flush=True)

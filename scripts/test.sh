@@ -20,19 +20,24 @@ guard="${MYSQL_CDC_TEST_TIMEOUT:-$guard}"
 # 4.1, the newest Spark Iceberg ships a runtime for, whose stream restarts as 4.0's does (no admission control);
 # the sync killed eight times (tests/test_sync.py's scenario) into Spark's Delta on 4.2 and into Iceberg on 4.1, both
 # servers, with MYSQL_CDC_LONG_VERSIONS=1 only (a server: 8-9 minutes into Delta, 3.5 into Iceberg)
-# versions_run [claims folder [versions]]: exit status of the last failing version (0: all passed); with a folder,
-# a version another lane claimed there first is left to it (the longest first), and with versions (e.g. "4.0.5")
-# only those are taken
+# versions_run [claims folder [pattern]]: runs each version of the versions run; exit status 0 when all passed, else
+# a cut's (124, 137) before any other failure's. With a folder, a version another lane claimed there first is left
+# to it (the longest first) and each version's status is written there (claims/<version>/rc); with a pattern (e.g.
+# "4.0.*") only the versions it matches are taken
 versions_run() {
-  local claims="${1:-}" only="${2:-}" vrc=0 pair server client narrow one long limit v
-  for pair in ${MYSQL_CDC_SPARK_VERSIONS-4.2.1:4.2.0 4.1.4:4.1.3 4.0.5:4.0.4}; do
+  local claims="${1:-}" only="${2:-*}" vrc=0 pair server client narrow one long limit v
+  for pair in $VERSIONS; do
     server="${pair%%:*}" client="${pair##*:}"
-    if [ -n "$only" ] && [[ " $only " != *" $server "* ]]; then continue; fi
-    if [ -n "$claims" ] && ! mkdir "$claims/$server" 2>/dev/null; then continue; fi
+    # shellcheck disable=SC2053  # a pattern
+    [[ $server == $only ]] || continue
+    if [ -n "$claims" ]; then
+      [ -d "$claims" ] || { echo "== the claims folder $claims is gone"; return 1; }
+      mkdir "$claims/$server" 2>/dev/null || continue  # another lane's
+    fi
     narrow=()
-    # CI time (the default run stays under 55 minutes): on 4.0, 4.1 and 4.2 one server (the main suite runs both on 4.3,
-    # and what differs between Spark versions does not differ between servers); the sync into a Delta catalog on 4.2
-    # only with MYSQL_CDC_LONG_VERSIONS=1
+    # CI time: on 4.0, 4.1 and 4.2 one server (the main suite runs both on 4.3, and what differs between Spark
+    # versions does not differ between servers); the sync into a Delta catalog on 4.2 only with
+    # MYSQL_CDC_LONG_VERSIONS=1
     one="not mariadb" long="not eight_kills" limit=1200
     [ -z "${MYSQL_CDC_LONG_VERSIONS:-}" ] || { one="not nothing_left_out"; long="not nothing_left_out"; limit=2400; }
     case "$server" in
@@ -43,15 +48,30 @@ versions_run() {
       *) narrow=(-k "not catalog_namespace and not iceberg and not killed and not eight_kills and $one") ;;
     esac
     echo "== pyspark $server (thin client pyspark-client $client)"
+    # SIGINT: pytest stops its servers on the way out (the other lane runs on beside it)
     MYSQL_CDC_SPARK_VERSION="$server" PYSPARK_PYTHON="$PWD/.venv-spark-$server/bin/python" \
       MYSQL_CDC_CLIENT_PYTHON="$PWD/.venv-client-$client/bin/python" \
-      timeout -k 30 "$limit" ".venv-spark-$server/bin/python" -m pytest -p no:cacheprovider --durations=5 -m versions \
-      tests/test_spark_versions.py "${narrow[@]}"
+      timeout -s INT -k 60 "$limit" ".venv-spark-$server/bin/python" -m pytest -p no:cacheprovider --durations=5 \
+      -m versions tests/test_spark_versions.py "${narrow[@]}"
     v=$?
-    [ $v -eq 0 ] || vrc=$v
+    if [ $v -eq 124 ] || [ $v -eq 137 ]; then echo "== pyspark $server: cut after $limit s"; fi
+    [ -z "$claims" ] || echo $v > "$claims/$server/rc"
+    worse $v "$vrc"
+    vrc=$WORSE
   done
   return $vrc
 }
+# worse <status> <status>: sets WORSE to the one the run reports: a cut (124, 137) first, then any other failure
+worse() {
+  local a="${1:-1}" b="${2:-1}"
+  [[ $a =~ ^[0-9]+$ ]] || a=1
+  [[ $b =~ ^[0-9]+$ ]] || b=1
+  if [ "$a" -eq 124 ] || [ "$a" -eq 137 ]; then WORSE=$a
+  elif [ "$b" -eq 124 ] || [ "$b" -eq 137 ]; then WORSE=$b
+  elif [ "$a" -ne 0 ]; then WORSE=$a
+  else WORSE=$b; fi
+}
+VERSIONS="${MYSQL_CDC_SPARK_VERSIONS-4.2.1:4.2.0 4.1.4:4.1.3 4.0.5:4.0.4}"
 set +e
 # a hung run fails here instead of eating CI's whole budget (on this 2-core machine every case on both servers took
 # about 80 minutes, which cut the run at 70 and is now MYSQL_CDC_LONG=1; the default run's main suite, see README)
@@ -71,47 +91,56 @@ main_suite() {  # main_suite <durations file> <pytest arguments...>
 # each test phase's seconds (tests/conftest.py); MYSQL_CDC_DURATIONS_DIR=<folder> keeps them after the run
 mine="${MYSQL_CDC_DURATIONS_DIR:-$(mktemp -d)}" || exit 1
 mkdir -p -m 700 "$mine" || exit 1
-rm -rf "$mine"/durations* "$mine"/other.* "$mine"/versions.* "$mine/claims"
+rm -rf "$mine/durations" "$mine/durations-other" "$mine/durations-mysql" "$mine/other.log" "$mine/other.rc" \
+  "$mine/versions.log" "$mine/claims"
 if [ $# -gt 0 ] || [ -n "${MYSQL_CDC_SERIAL:-}" ]; then
   main_suite "$mine/durations" "$@"
   rc=$?
-  if [ $# -eq 0 ]; then  # a run narrowed by arguments runs the main version only
+  if [ $# -eq 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ]; then  # arguments: the main version only; a cut: no more
     versions_run
-    v=$?
-    [ $v -eq 0 ] || rc=$v
+    worse $? $rc
+    rc=$WORSE
   fi
 else
   # The default run: two lanes side by side, each pytest process with its own servers, Spark sessions and temporary
   # folders: the MySQL cases, and the MariaDB cases with everything on neither server (unit, property); then each
   # lane takes the next version of the versions run no lane has taken yet: the MariaDB lane any (4.2 first), the
-  # MySQL lane 4.0 alone (4.1 and 4.2 fetch Iceberg's and Delta's jars, into one Ivy cache: never both at once).
-  # One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on subprocesses); side
-  # by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68; the MariaDB lane ends
-  # 11-14 minutes before the MySQL one, and the versions run took 14-19 minutes after both (README).
-  # MYSQL_CDC_SERIAL=1 runs one process, as arguments do.
+  # MySQL lane 4.0 alone (4.1 and 4.2 fetch Iceberg's and Delta's jars, into one Ivy cache: never both at once); a
+  # lane cut by its guard takes none. One process left a quarter of the 2 cores idle (waits on servers, on Spark's
+  # scheduling, on subprocesses); side by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes
+  # instead of 68; the MariaDB lane ends 11-14 minutes before the MySQL one, and the versions run took 14-19 minutes
+  # after both (README). MYSQL_CDC_SERIAL=1 runs one process, as arguments do.
   mkdir -m 700 "$mine/claims" || exit 1
   {
     main_suite "$mine/durations-other" -k "not (mysql and not mariadb)" > "$mine/other.log" 2>&1
-    echo $? > "$mine/other.rc"
-    versions_run "$mine/claims" > "$mine/versions.log" 2>&1
-    echo $? > "$mine/versions.rc"
+    o=$?
+    echo $o > "$mine/other.rc"
+    if [ $o -ne 124 ] && [ $o -ne 137 ]; then versions_run "$mine/claims" > "$mine/versions.log" 2>&1; fi
   } &
   lane=$!
   main_suite "$mine/durations-mysql" -k "mysql and not mariadb"
   rc=$?
-  versions_run "$mine/claims" 4.0.5
-  v=$?
-  [ $v -eq 0 ] || [ $rc -ne 0 ] || rc=$v
+  if [ $rc -ne 124 ] && [ $rc -ne 137 ]; then
+    versions_run "$mine/claims" "4.0.*"
+    worse $? $rc
+    rc=$WORSE
+  fi
   wait "$lane"
   echo "== the MariaDB cases and those on neither server (the process beside the MySQL cases):"
   cat "$mine/other.log"
   echo "== the versions the MariaDB lane took:"
-  cat "$mine/versions.log"
-  o=$(cat "$mine/other.rc" 2>/dev/null || echo 1)
-  v=$(cat "$mine/versions.rc" 2>/dev/null || echo 1)
-  # any lane failing fails the run; a cut (124, 137) is what the run says when there is one
-  if [ "$o" -ne 0 ] && { [ $rc -eq 0 ] || [ "$o" -eq 124 ] || [ "$o" -eq 137 ]; }; then rc=$o; fi
-  [ "$v" -eq 0 ] || [ $rc -ne 0 ] || rc=$v
+  cat "$mine/versions.log" 2>/dev/null
+  worse "$(cat "$mine/other.rc" 2>/dev/null)" $rc
+  rc=$WORSE
+  # every version ran in one lane or the other, unless a lane was cut (which the run reports)
+  if [ $rc -ne 124 ] && [ $rc -ne 137 ]; then
+    for pair in $VERSIONS; do
+      got=$(cat "$mine/claims/${pair%%:*}/rc" 2>/dev/null)
+      [ -n "$got" ] || echo "== pyspark ${pair%%:*} did not run"
+      worse "${got:-1}" $rc
+      rc=$WORSE
+    done
+  fi
   rm -rf "$mine/claims"
 fi
 [ -n "${MYSQL_CDC_DURATIONS_DIR:-}" ] || rm -rf "$mine"
