@@ -640,6 +640,16 @@ def _add_package(ns: argparse.Namespace, artifact: str) -> None:
     ns.conf.append(("spark.jars.packages", f"{given},{artifact}" if given else artifact))
 
 
+def _range_note(store: Any, table: TableId) -> str:
+    """What a table's plan of a key range read again (``resnapshot --key-from/--key-to``) leaves out of its rows: the
+    chunks around the range are recorded with no rows, so the rows counted are the range's alone."""
+    around = store.outside(table)
+    if not around:
+        return ""
+    return (f" (a key range read again: the rows are its own; {len(around)} chunk(s) around it are recorded with no "
+            "rows, their rows kept in the mirror as they were)")
+
+
 def cmd_status(ns: argparse.Namespace) -> int:
     from mysql_cdc.ids import TableId
     from mysql_cdc.state.store import StateStore
@@ -653,7 +663,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
             recs = store.chunk_records(table)
             planned = store.plan(table)
             print(f"{table}: {len(recs)}/{len(planned) if planned is not None else '?'} chunks recorded, "
-                  f"{sum(r.rows for r in recs)} rows")
+                  f"{sum(r.rows for r in recs)} rows{_range_note(store, table)}")
         for name, offset in sorted(store.offsets().items()):
             print(f"committed stream offset ({name}): {offset}")
         return 0
@@ -663,7 +673,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
         known = ", ".join(map(str, store.recorded_tables())) or "none"
         raise StateError(f"nothing is recorded for table {ns.table!r} under {ns.state_dir!r}; tables recorded "
                          f"there: {known}")
-    print(f"{ns.table}: {len(recs)} chunks recorded, {sum(r.rows for r in recs)} rows")
+    print(f"{ns.table}: {len(recs)} chunks recorded, {sum(r.rows for r in recs)} rows{_range_note(store, table)}")
     for r in recs:
         print(f"  {r.id}\trows={r.rows}\thigh={r.high.to_dict()}")
     committed = StateStore(ns.state_dir).offset(ns.table)

@@ -128,3 +128,26 @@ def test_plans_and_records_of_nullable_and_keyless_tables_round_trip(bounds: lis
     assert [r.chunk() for r in recs] == chunks
     assert [ChunkRecord.from_dict(r.to_dict()) for r in recs] == recs
     assert [c.nulls for c in chunks] == [False] * (len(chunks) - 1) + [nullable and not keyless]
+
+
+def test_status_says_when_a_tables_rows_are_a_key_range_read_again(tmp_path: Any, capsys: Any) -> None:
+    """After ``resnapshot --key-from/--key-to`` a table's plan is the range's, with the chunks around it recorded
+    with no rows: ``status`` counts the range's rows and says so (it showed them as the table's)."""
+    from mysql_cdc.cli import main
+
+    t, at = TableId("d", "t"), BinlogOffset("binlog.000002", 4)
+    chunks = [Chunk(t, i, ("id",), None if i == 0 else (i * 10,), None if i == 3 else ((i + 1) * 10,))
+              for i in range(4)]
+    whole = StateStore(str(tmp_path / "whole"))
+    whole.record_plan(t, chunks)
+    ranged = StateStore(str(tmp_path / "ranged"))
+    ranged.record_plan(t, chunks, outside=[0, 3])
+    for store in (whole, ranged):
+        for c in chunks:
+            store.record_chunk(ChunkRecord.of(c, at, at, 0 if store is ranged and c.index in (0, 3) else 5))
+    for name, rows, note in (("whole", 20, False), ("ranged", 10, True)):
+        for table_arg in ([], ["--table", "d.t"]):
+            assert main(["status", "--state-dir", str(tmp_path / name), *table_arg]) == 0
+            first = capsys.readouterr().out.splitlines()[0]
+            assert f"chunks recorded, {rows} rows" in first, first
+            assert ("a key range read again" in first) == note and ("2 chunk(s) around it" in first) == note, first
