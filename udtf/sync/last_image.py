@@ -85,4 +85,3 @@ def merge_fields(fields: Sequence[pa.Field], key: Sequence[str]) -> list[pa.Fiel
     """
     keys = set(key)
     return [f if f.name in keys else f.with_nullable(True) for f in fields]
-

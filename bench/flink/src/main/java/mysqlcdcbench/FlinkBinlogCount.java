@@ -93,6 +93,16 @@ public final class FlinkBinlogCount {
         ROWS.addAndGet(w);
     }
 
+    /** Flink CDC's source of the one table, from the given binlog file and position, through {@code deserializer}. */
+    static <T> MySqlSource<T> source(String[] args, String password, DebeziumDeserializationSchema<T> deserializer) {
+        String table = args[6];
+        return MySqlSource.<T>builder().hostname(args[0]).port(Integer.parseInt(args[1])).username(args[2])
+                .password(password == null ? "" : password).databaseList(table.substring(0, table.indexOf('.')))
+                .tableList(table).serverId("5401").serverTimeZone("UTC")
+                .startupOptions(StartupOptions.specificOffset(args[3], Long.parseLong(args[4])))
+                .deserializer(deserializer).build();
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length != 8) {
             System.err.println("usage: FlinkBinlogCount host port user file position expected db.table records|json"
@@ -101,24 +111,15 @@ public final class FlinkBinlogCount {
         }
         String password = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
         long expected = Long.parseLong(args[5]);
-        String table = args[6];
         boolean json = args[7].equals("json");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(1);
         if (json) {
-            MySqlSource<String> source = MySqlSource.<String>builder().hostname(args[0])
-                    .port(Integer.parseInt(args[1])).username(args[2]).password(password == null ? "" : password)
-                    .databaseList(table.substring(0, table.indexOf('.'))).tableList(table).serverId("5401")
-                    .serverTimeZone("UTC").startupOptions(StartupOptions.specificOffset(args[3], Long.parseLong(args[4])))
-                    .deserializer(new JsonDebeziumDeserializationSchema()).build();
-            env.fromSource(source, WatermarkStrategy.noWatermarks(), "mysql-cdc").addSink(new CountJson());
+            env.fromSource(source(args, password, new JsonDebeziumDeserializationSchema()),
+                    WatermarkStrategy.noWatermarks(), "mysql-cdc").addSink(new CountJson());
         } else {
-            MySqlSource<Long> source = MySqlSource.<Long>builder().hostname(args[0])
-                    .port(Integer.parseInt(args[1])).username(args[2]).password(password == null ? "" : password)
-                    .databaseList(table.substring(0, table.indexOf('.'))).tableList(table).serverId("5401")
-                    .serverTimeZone("UTC").startupOptions(StartupOptions.specificOffset(args[3], Long.parseLong(args[4])))
-                    .deserializer(new Records()).build();
-            env.fromSource(source, WatermarkStrategy.noWatermarks(), "mysql-cdc").addSink(new CountRecords());
+            env.fromSource(source(args, password, new Records()), WatermarkStrategy.noWatermarks(), "mysql-cdc")
+                    .addSink(new CountRecords());
         }
         long start = System.nanoTime();
         JobClient job = env.executeAsync("bench: Flink CDC binlog read");
