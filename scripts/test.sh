@@ -104,7 +104,7 @@ if [ $# -gt 0 ] || [ -n "${MYSQL_CDC_SERIAL:-}" ]; then
 else
   # The default run: two lanes side by side, each pytest process with its own servers, Spark sessions and temporary
   # folders: the MySQL cases, and the MariaDB cases with everything on neither server (unit, property), after which
-  # that lane (it ends 11-16 minutes before the MySQL one) runs the versions 4.1 and 4.0 of the versions run; 4.2
+  # that lane (it ends first: tests/conftest.py's mariadb_by_default evens the lanes) runs the versions 4.1 and 4.0 of the versions run; 4.2
   # runs after both lanes, alone: its Delta kill test ran out of its 300 s beside the MySQL cases, and 4.1 and 4.2
   # fetch Iceberg's and Delta's jars into one Ivy cache (never both at once). A lane cut by its guard takes none.
   # One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on subprocesses); side

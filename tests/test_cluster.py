@@ -26,7 +26,7 @@ from tests.helpers import insert_rows, profile_url
 from tests.s3 import S3Server
 from tests.servers import ServerInfo
 from tests.test_keeps_running import TABLES, Writers, _equal, _make, _source
-from tests.test_streaming import _checkpoint_state, _tail
+from tests.test_streaming import _checkpoint_state, _ended, _tail
 from tests.test_sync import _txns
 
 pytestmark = pytest.mark.timeout(900)
@@ -74,7 +74,7 @@ def test_the_workers_see_nothing_of_the_drivers_disk(cluster: StandaloneCluster,
     assert [cluster.sees(i) for i in range(cluster.count)] == [""] * cluster.count
 
 
-@pytest.mark.mysql_by_default  # where reads run and what they need, not the server
+@pytest.mark.mariadb_by_default  # where reads run and what they need, not the server (MariaDB: CI's lanes even)
 def test_a_sync_on_isolated_workers_under_writers_and_kill_9_of_a_worker_and_the_driver(
         cluster: StandaloneCluster, hidden: Path, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
         tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_a_stream_on_isolated_workers_spreads_a_binlog_backlog_over_both_by_defa
         """One run to the binlog's end; the batches it committed."""
         done = _checkpoint_state(ck)[0]
         job = _cli(cluster, profile, args, tmp_path / "follow.log", s3.env())
-        assert job.wait(300) == 0, _tail(str(tmp_path / "follow.log"))
+        _ended(job, str(tmp_path / "follow.log"), 300)
         return _checkpoint_state(ck)[0] - done
 
     def files_per_batch(first: int) -> list[int]:

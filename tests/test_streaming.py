@@ -215,6 +215,17 @@ def _kill(p: subprocess.Popen[bytes]) -> None:
     p.wait(60)
 
 
+def _ended(p: subprocess.Popen[bytes], log: str, seconds: float) -> None:
+    """A job that is to end by itself (``--once``) ended within ``seconds`` with status 0; else the test fails
+    with its log's tail, and a job still running is killed (a bare ``p.wait`` raised TimeoutExpired without it)."""
+    try:
+        rc = p.wait(seconds)
+    except subprocess.TimeoutExpired:
+        _kill(p)
+        raise AssertionError(f"the job had not ended after {seconds} s; its log's tail:\n{_tail(log)}") from None
+    assert rc == 0, f"the job ended with status {rc}; its log's tail:\n{_tail(log)}"
+
+
 def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch(
         profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     from mysql_cdc.options import parse_options

@@ -34,7 +34,7 @@ from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import committed_at, give_server_profile, profile_url
 from tests.servers import ServerInfo
 from tests.test_multi_table import KEYS, NO_KEY, Writers, _keys, _make, _norm, _source
-from tests.test_streaming import _checkpoint_state, _kill, _tail
+from tests.test_streaming import _checkpoint_state, _ended, _kill, _tail
 
 deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
 
@@ -298,7 +298,7 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
         with open(log, "ab") as f:
             f.write(b"\n-- the last run\n")
         p = start([*args, "--once"])
-        assert p.wait(600) == 0, _tail(log)
+        _ended(p, log, 600)
         done = mysql_cdc.resnapshot(state_dir=args[args.index("--state-dir") + 1], request=0, checkpoint=ck)
         assert done.state == "done" and {t.table for t in done.snapshotted} == {
             t for t in EIGHT_KILLS_TABLES if re.fullmatch(RESNAPSHOT, t)}, done
