@@ -640,10 +640,11 @@ def _add_package(ns: argparse.Namespace, artifact: str) -> None:
     ns.conf.append(("spark.jars.packages", f"{given},{artifact}" if given else artifact))
 
 
-def _range_note(store: Any, table: TableId) -> str:
-    """What a table's plan of a key range read again (``resnapshot --key-from/--key-to``) leaves out of its rows: the
-    chunks around the range are recorded with no rows, so the rows counted are the range's alone."""
-    around = store.outside(table)
+def _range_note(planned: Any) -> str:
+    """What a table's plan (a ``PlanRecord`` or None) of a key range read again (``resnapshot --key-from/--key-to``)
+    leaves out of its rows: the chunks around the range are recorded with no rows, so the rows counted are the
+    range's alone."""
+    around = planned.outside if planned is not None else frozenset()
     if not around:
         return ""
     return (f" (a key range read again: the rows are its own; {len(around)} chunk(s) around it are recorded with no "
@@ -661,19 +662,20 @@ def cmd_status(ns: argparse.Namespace) -> int:
     if ns.table is None:  # every table: one line each, then every committed stream offset
         for table in store.recorded_tables():
             recs = store.chunk_records(table)
-            planned = store.plan(table)
-            print(f"{table}: {len(recs)}/{len(planned) if planned is not None else '?'} chunks recorded, "
-                  f"{sum(r.rows for r in recs)} rows{_range_note(store, table)}")
+            planned = store.plan_record(table)
+            print(f"{table}: {len(recs)}/{len(planned.chunks) if planned is not None else '?'} chunks recorded, "
+                  f"{sum(r.rows for r in recs)} rows{_range_note(planned)}")
         for name, offset in sorted(store.offsets().items()):
             print(f"committed stream offset ({name}): {offset}")
         return 0
     table = TableId.parse(ns.table)
     recs = store.chunk_records(table)
-    if not recs and store.plan(table) is None:
+    planned = store.plan_record(table)
+    if not recs and planned is None:
         known = ", ".join(map(str, store.recorded_tables())) or "none"
         raise StateError(f"nothing is recorded for table {ns.table!r} under {ns.state_dir!r}; tables recorded "
                          f"there: {known}")
-    print(f"{ns.table}: {len(recs)} chunks recorded, {sum(r.rows for r in recs)} rows{_range_note(store, table)}")
+    print(f"{ns.table}: {len(recs)} chunks recorded, {sum(r.rows for r in recs)} rows{_range_note(planned)}")
     for r in recs:
         print(f"  {r.id}\trows={r.rows}\thigh={r.high.to_dict()}")
     committed = StateStore(ns.state_dir).offset(ns.table)

@@ -12,13 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mysql_cdc.chunks import Chunk
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.state.history import HistoryEntry
 from mysql_cdc.state.resnapshot import finished_rounds, progress
-from mysql_cdc.state.store import ResnapshotRequest, Round, StateStore
+from mysql_cdc.state.store import PlanRecord, ResnapshotRequest, Round, StateStore
 from mysql_cdc.udtf.binlog.startup import ReadFrom
 from mysql_cdc.udtf.spark.stream_offsets import BinlogStreamOffset, SnapshotOffset, parse_stream_offset
 from mysql_cdc.xa import PendingXa, Xid
@@ -57,6 +58,27 @@ schemas = st.builds(lambda t, cols: TableSchema(t, tuple(ColumnInfo(c, "int", "i
 entries = st.builds(HistoryEntry, st.tuples(files, st.integers(0, 2**40)),
                     st.sampled_from(["snapshot", "same", "evolve", "reset"]), st.none() | schemas,
                     st.dictionaries(names, names, max_size=2), st.text(max_size=40), st.text(max_size=20))
+
+
+
+@st.composite
+def plan_records(draw: Any) -> PlanRecord:
+    """A plan of 1-5 chunks over one or two key columns, bounds in order (as a planner makes them)."""
+    t = draw(tables)
+    cols = draw(st.sampled_from([("id",), ("k", "n")]))
+    values = draw(st.sampled_from([st.integers(-2**63, 2**64), st.text(max_size=6)]))  # integer or string keys
+    bounds = sorted(set(draw(st.lists(st.tuples(*[values] * len(cols)), max_size=4))))
+    ends = [None, *bounds, None]
+    nullable = draw(st.booleans())
+    chunks = tuple(Chunk(t, i, cols, ends[i], ends[i + 1], nullable, nullable and i == 0) for i in range(len(ends) - 1))
+    rows = draw(st.sampled_from([0, 1, 5000]))
+    return PlanRecord(t, chunks, rows, draw(st.integers(0, 10**6)) if rows else 0,
+                      frozenset(draw(st.lists(st.integers(0, len(chunks) - 1), max_size=3))))
+
+
+@given(plan_records())
+def test_a_plan_record_reads_back_as_itself(rec: PlanRecord) -> None:
+    assert PlanRecord.from_dict(rec.table, json.loads(json.dumps(rec.to_dict()))) == rec
 
 
 @given(offsets)
@@ -166,3 +188,32 @@ def test_an_earlier_versions_history_entry_is_read_and_written_again_the_same(te
     (written,) = list((tmp_path / "history" / "shop.a").iterdir())
     assert written.read_text() == json.dumps(d, sort_keys=True)
     assert store.history(TableId("shop", "a")) == [entry]
+
+
+# plans as earlier versions wrote them (plans/<table>.json): without the sizes (before they were recorded), with
+# them and NULL-able string keys, with the chunks around a key range read again
+EARLIER_PLANS = [
+    '{"chunks": [{"index": 0, "key_columns": ["id"], "start": null, "end": "[100]"}, {"index": 1, "key_columns": '
+    '["id"], "start": "[100]", "end": null}]}',
+    '{"chunks": [{"index": 0, "key_columns": ["k", "n"], "start": null, "end": "[\\"m\\",3]", "nullable": true, '
+    '"nulls": true}, {"index": 1, "key_columns": ["k", "n"], "start": "[\\"m\\",3]", "end": null, "nullable": true}], '
+    '"rows_per_chunk": 5000, "avg_row_bytes": 87}',
+    '{"chunks": [{"index": 0, "key_columns": ["id"], "start": null, "end": "[10]"}, {"index": 1, "key_columns": '
+    '["id"], "start": "[10]", "end": "[20]"}, {"index": 2, "key_columns": ["id"], "start": "[20]", "end": "[30]"}, '
+    '{"index": 3, "key_columns": ["id"], "start": "[30]", "end": null}], "rows_per_chunk": 10, "avg_row_bytes": 20, '
+    '"outside": [0, 3]}',
+]
+
+
+@pytest.mark.parametrize("text", EARLIER_PLANS)
+def test_an_earlier_versions_plan_is_read_and_written_again_the_same(text: str, tmp_path: Any) -> None:
+    t = TableId("shop", "a")
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "shop.a.json").write_text(text)
+    rec = StateStore(str(tmp_path)).plan_record(t)
+    assert rec is not None and json.dumps(rec.to_dict()) == text
+    store = StateStore(str(tmp_path / "again"))
+    store.record_plan(t, rec.chunks, rec.rows_per_chunk, rec.avg_row_bytes, sorted(rec.outside))
+    assert (tmp_path / "again" / "plans" / "shop.a.json").read_text() == text
+    assert store.plan_record(t) == rec and store.plan(t) == list(rec.chunks) and store.outside(t) == rec.outside
+    assert store.plan_sizes(t) == ((rec.rows_per_chunk, rec.avg_row_bytes) if rec.rows_per_chunk else None)

@@ -229,6 +229,50 @@ class ResnapshotRequest:
                    str(d.get("at", "")), KeyRange.from_dict(d["range"]) if d.get("range") else None)
 
 
+@dataclass(frozen=True)
+class PlanRecord:
+    """A table's chunk plan as the state dir keeps it (``plans/<db>.<table>.json``): its chunks; the rows each
+    chunk was planned to hold and the table's average row length (0 and 0 in a plan of a version that did not
+    record them, whose JSON has neither key); the indexes of chunks not read (a key range read again: the chunks
+    around it), a key only when there are some. The JSON is a contract: a running capture's plan is read as
+    it was written.
+
+    >>> from mysql_cdc.chunks import Chunk
+    >>> t = TableId("shop", "orders")
+    >>> rec = PlanRecord(t, (Chunk(t, 0, ("id",), None, (100,)), Chunk(t, 1, ("id",), (100,), None)), 100, 42)
+    >>> rec.to_dict()["chunks"][1], rec.sizes, PlanRecord.from_dict(t, rec.to_dict()) == rec
+    ({'index': 1, 'key_columns': ['id'], 'start': '[100]', 'end': None}, (100, 42), True)
+    """
+
+    table: TableId
+    chunks: tuple[Chunk, ...]
+    rows_per_chunk: int = 0
+    avg_row_bytes: int = 0
+    outside: frozenset[int] = frozenset()
+
+    @property
+    def sizes(self) -> tuple[int, int] | None:
+        """(rows per chunk, average row bytes), or ``None`` when the plan does not say."""
+        return (self.rows_per_chunk, self.avg_row_bytes) if self.rows_per_chunk else None
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = [{"index": c.index, "key_columns": list(c.key_columns), "start": encode_key(c.start),
+                 "end": encode_key(c.end), **null_flags(c)} for c in self.chunks]
+        sizes = {"rows_per_chunk": self.rows_per_chunk, "avg_row_bytes": self.avg_row_bytes} \
+            if self.rows_per_chunk else {}
+        more = {"outside": sorted(self.outside)} if self.outside else {}
+        return {"chunks": rows, **sizes, **more}
+
+    @classmethod
+    def from_dict(cls, table: TableId, d: dict[str, Any]) -> PlanRecord:
+        chunks = tuple(Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]),
+                             decode_key(r["end"]), bool(r.get("nullable", False)), bool(r.get("nulls", False)))
+                       for r in d["chunks"])
+        rows = int(d.get("rows_per_chunk") or 0)
+        return cls(table, chunks, rows, int(d.get("avg_row_bytes") or 0) if rows else 0,
+                   frozenset(int(i) for i in d.get("outside", ())))
+
+
 class StateStore:
     def __init__(self, location: str) -> None:
         self.location = location
@@ -346,19 +390,21 @@ class StateStore:
         ``outside``: indexes of chunks not read (a key range read again: the chunks around it, recorded at the
         point the range left the capture; :meth:`outside`)."""
         path = self._path("plans", f"{self._table(table, write=True)}.json")
-        rows = [{"index": c.index, "key_columns": list(c.key_columns), "start": encode_key(c.start),
-                 "end": encode_key(c.end), **null_flags(c)} for c in chunks]
-        sizes = {"rows_per_chunk": int(rows_per_chunk), "avg_row_bytes": int(avg_row_bytes)} if rows_per_chunk else {}
-        more = {"outside": sorted(int(i) for i in outside)} if outside else {}
-        self._write(path, json.dumps({"chunks": rows, **sizes, **more}).encode(), first_wins=True)
+        rec = PlanRecord(table, tuple(chunks), int(rows_per_chunk), int(avg_row_bytes), frozenset(outside))
+        self._write(path, json.dumps(rec.to_dict()).encode(), first_wins=True)
         stored = self.plan(table)
         assert stored is not None
         return stored
 
+    def plan_record(self, table: TableId) -> PlanRecord | None:
+        """The table's plan file, read once (:meth:`plan`, :meth:`outside` and :meth:`plan_sizes` each read it)."""
+        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
+        return PlanRecord.from_dict(table, d) if isinstance(d, dict) else None
+
     def outside(self, table: TableId) -> frozenset[int]:
         """Indexes of the table's planned chunks that are not read (:meth:`record_plan`)."""
-        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
-        return frozenset(int(i) for i in d.get("outside", ())) if isinstance(d, dict) else frozenset()
+        rec = self.plan_record(table)
+        return rec.outside if rec is not None else frozenset()
 
     def chunk_record(self, table: TableId, index: int) -> ChunkRecord | None:
         """The recorded chunk ``index`` of the table, if it is recorded."""
@@ -367,17 +413,12 @@ class StateStore:
     def plan_sizes(self, table: TableId) -> tuple[int, int] | None:
         """(rows per chunk, average row bytes) the table's plan was made with; ``None`` for a plan that does not
         say (made by an earlier version)."""
-        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
-        if not isinstance(d, dict) or not d.get("rows_per_chunk"):
-            return None
-        return int(d["rows_per_chunk"]), int(d.get("avg_row_bytes") or 0)
+        rec = self.plan_record(table)
+        return rec.sizes if rec is not None else None
 
     def plan(self, table: TableId) -> list[Chunk] | None:
-        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
-        if d is None:
-            return None
-        return [Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]), decode_key(r["end"]),
-                      bool(r.get("nullable", False)), bool(r.get("nulls", False))) for r in d["chunks"]]
+        rec = self.plan_record(table)
+        return list(rec.chunks) if rec is not None else None
 
     def record_schema(self, schema: TableSchema, replace: bool = False) -> TableSchema:
         """Keep the table's schema as a stream first planned it (first one wins, unless ``replace``: a table

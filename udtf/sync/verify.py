@@ -789,14 +789,16 @@ class Verifier:
                         out.mirror_seconds += time.monotonic() - t0
                 mir_future = pool.submit(mirror_side)
                 t0 = time.monotonic()
-                sizes = self.store.plan_sizes(schema.table)
+                recorded = self.store.plan_record(schema.table)
+                sizes = recorded.sizes if recorded is not None else None
                 rows_per = sizes[0] if sizes is not None else self.opts.chunk_size
 
                 def cut(c: Chunk) -> list[Key]:  # the plan's rows per chunk: the user's chunk_size when set
                     ok = rows_per > 0 and tuple(c.key_columns) == tuple(schema.chunk_key)
                     return cut_range(view.conn, schema, c.start, c.end, rows_per) if ok else []
-                chunks = checked_chunks(schema.table, schema.chunk_key, self.store.plan(schema.table),
-                                        self.store.outside(schema.table), cut)
+                chunks = checked_chunks(schema.table, schema.chunk_key,
+                                        list(recorded.chunks) if recorded is not None else None,
+                                        recorded.outside if recorded is not None else frozenset(), cut)
                 src = source_buckets(view, schema, chunks, self.b1, self.limit)
                 out.source_seconds += time.monotonic() - t0
                 out.chunks = len(chunks)
