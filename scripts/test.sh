@@ -104,9 +104,10 @@ if [ $# -gt 0 ] || [ -n "${MYSQL_CDC_SERIAL:-}" ]; then
 else
   # The default run: two lanes side by side, each pytest process with its own servers, Spark sessions and temporary
   # folders: the MySQL cases, and the MariaDB cases with everything on neither server (unit, property), after which
-  # that lane (it ends first: tests/conftest.py's mariadb_by_default evens the lanes) runs the versions 4.1 and 4.0 of the versions run; 4.2
-  # runs after both lanes, alone: its Delta kill test ran out of its 300 s beside the MySQL cases, and 4.1 and 4.2
-  # fetch Iceberg's and Delta's jars into one Ivy cache (never both at once). A lane cut by its guard takes none.
+  # that lane (it ends first, even with tests/conftest.py's by_default_on("mariadb") cases) runs the versions 4.1 and
+  # 4.0 of the versions run; 4.2 runs after both lanes, alone: beside the MySQL cases its Delta kill test took 9
+  # minutes instead of 6 (a batch of Spark's Delta about a minute), and 4.1 and 4.2 fetch Iceberg's and Delta's jars
+  # into one Ivy cache (never both at once). A lane cut by its guard takes none.
   # One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on subprocesses); side
   # by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68 (README).
   # MYSQL_CDC_SERIAL=1 runs one process, as arguments do.

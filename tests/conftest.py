@@ -374,7 +374,8 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def pytest_configure(config: pytest.Config) -> None:
     # here and not in pyproject.toml, whose every change rebuilds CI's virtual environments (setup.sh's key)
-    config.addinivalue_line("markers", "mariadb_by_default: the same on either server; on MariaDB alone unless "
+    # no server's name in the marker's: scripts/test.sh picks its lanes with -k, which matches marker names too
+    config.addinivalue_line("markers", "by_default_on(kind): the same on either server; on that one alone unless "
                             "MYSQL_CDC_LONG=1 (tests/conftest.py)")
 
 
@@ -382,10 +383,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The default run and the long one (``MYSQL_CDC_LONG=1``), as the default run is meant to end within 55
     minutes on 2 cores: a test marked ``mysql_by_default`` (what it checks is Spark's side or ours, the same on either
     server, whose readers are tested on both) runs on MySQL alone, as does the Connect case of a test on the ``spark``
-    fixture (its classic case runs on both); one marked ``mariadb_by_default`` on MariaDB alone (heavy cases of the
-    same kind, so that the run's two lanes, one per server, take about as long: scripts/test.sh); and one marked
-    ``slow`` not at all, unless ``MYSQL_CDC_LONG=1`` or the test is named by its node id; the run's summary says how
-    many it left."""
+    fixture (its classic case runs on both); one marked ``by_default_on("mariadb")`` on MariaDB alone, its Connect
+    case too (heavy cases of the same kind, moved so that the run's two lanes, one per server, end closer together:
+    scripts/test.sh); and one marked ``slow`` not at all, unless ``MYSQL_CDC_LONG=1`` or the test is named by its
+    node id; the run's summary says how many it left."""
     if os.environ.get("MYSQL_CDC_LONG"):
         return
     named = {a for a in config.args if "::" in a}
@@ -396,7 +397,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         server = callspec.params.get("server") if callspec is not None else None
         # the Connect side of a ``spark`` case: Spark's surface, on MySQL (MariaDB's side is its classic case)
         connect = callspec is not None and callspec.params.get("spark") == "connect"
-        on = "mariadb" if item.get_closest_marker("mariadb_by_default") is not None else "mysql" if (
+        pinned = item.get_closest_marker("by_default_on")
+        on = pinned.args[0] if pinned is not None else "mysql" if (
             connect or item.get_closest_marker("mysql_by_default") is not None) else None
         long_only = item.get_closest_marker("slow") is not None or (server is not None and on not in (None, server))
         (left if long_only and item.nodeid not in named else keep).append(item)

@@ -74,7 +74,7 @@ def test_the_workers_see_nothing_of_the_drivers_disk(cluster: StandaloneCluster,
     assert [cluster.sees(i) for i in range(cluster.count)] == [""] * cluster.count
 
 
-@pytest.mark.mariadb_by_default  # where reads run and what they need, not the server (MariaDB: CI's lanes even)
+@pytest.mark.by_default_on("mariadb")  # where reads run and what they need, not the server (MariaDB: CI's lanes)
 def test_a_sync_on_isolated_workers_under_writers_and_kill_9_of_a_worker_and_the_driver(
         cluster: StandaloneCluster, hidden: Path, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
         tmp_path: Path) -> None:

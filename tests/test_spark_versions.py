@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -168,19 +169,36 @@ def test_a_many_table_stream_runs_to_its_end_in_bounded_batches_and_follows_a_sc
     assert "evolve" in [e.action for e in StateStore(str(tmp_path / "state")).history(TableId(db, "a"))]
 
 
+_STARTED: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_job_left() -> Iterator[None]:
+    """A sync a test started and left running (the test failed, or pytest-timeout stopped it) is killed with its
+    Spark, so that it does not run on beside the next tests."""
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            _kill(p)
+
+
 def _sync(args: list[str], profile: ConnectionProfile, log: str) -> subprocess.Popen[bytes]:
     env = _repo_env(True)
     env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "mysql_cdc", "sync", "--source", "src", *args, "--master",
-                                 "local[2]", "--conf", "spark.sql.shuffle.partitions=2"], cwd=ROOT, env=env, stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen([sys.executable, "-m", "mysql_cdc", "sync", "--source", "src", *args, "--master",
+                              "local[2]", "--conf", "spark.sql.shuffle.partitions=2"], cwd=ROOT, env=env, stdout=f,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    _STARTED.append(p)
+    return p
 
 
 
 
 
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the stream's restart on this Spark, not the server's
+@pytest.mark.timeout(1500)  # 6-9 minutes on a slow day; its --once runs wait up to 600 s each
 def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
                                                tmp_path: Any) -> None:
     import deltalake
@@ -219,8 +237,8 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
                             f"{db}[.]c"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert asked.returncode == 0 and "snapshot request 0 recorded" in asked.stdout, asked.stdout + asked.stderr
     p = _sync([*args, "--once"], profile, log)
-    # 600 s: beside another suite (the MySQL lane's kill tests) each batch of Spark's Delta took about a minute,
-    # and this run had written two batches when 300 s ran out
+    # 600 s: beside other tests (the MySQL lane's kill tests, as an earlier layout of CI ran it) each batch of
+    # Spark's Delta took about a minute, and this run had written two batches when 300 s ran out
     _ended(p, log, 600)
     done = mysql_cdc.resnapshot(state_dir=state, request=0, checkpoint=ck)
     assert done.state == "done" and done.snapshotted == (TableId(db, "c"),), done
@@ -457,6 +475,7 @@ print(json.dumps(out, default=str))
 
 
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the format's writer matters, not the server
+@pytest.mark.timeout(1500)  # its --once run waits up to 600 s
 def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes_in_place(
         info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
     """``mysql-cdc sync --format iceberg`` into a namespace of an Iceberg catalog (Hadoop, in the test's
