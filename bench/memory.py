@@ -94,9 +94,8 @@ def sync_run(info: ServerInfo, work: str, name: str, tables: str, *extra: str, p
     with Peaks(p.pid) as peaks:
         out, err = p.communicate()
     secs = time.monotonic() - started
-    outcome = "ok" if p.returncode == 0 else (err.strip().splitlines() or ["failed"])[-1][:160]
     return {"seconds": secs, "jvm": peaks.jvm, "job": peaks.job, "worker": peaks.worker, "total": peaks.total,
-            "outcome": outcome, "stdout": out}
+            "outcome": outcome(p.returncode, err), "stdout": out}
 
 
 def jdbc_run(info: ServerInfo, work: str, table: str, memory: str = "1g") -> dict[str, Any]:
@@ -121,9 +120,22 @@ spark.stop()
     with Peaks(p.pid) as peaks:
         _, err = p.communicate()
     secs = time.monotonic() - started
-    outcome = "ok" if p.returncode == 0 else (err.strip().splitlines() or ["failed"])[-1][:160]
     return {"seconds": secs, "jvm": peaks.jvm, "job": peaks.job, "worker": peaks.worker, "total": peaks.total,
-            "outcome": outcome}
+            "outcome": outcome(p.returncode, err)}
+
+
+def outcome(returncode: int, err: str) -> str:
+    r"""A run's outcome for a table cell: ``ok``, or the last line it wrote to stderr, whole (the CLI's one line
+    of an error names the fix at its end; a cut at 160 characters lost it), its ``|`` escaped.
+
+    >>> outcome(0, "noise"), outcome(137, "")
+    ('ok', 'failed')
+    >>> print(outcome(1, "Traceback\nmysql-cdc: out of memory | give more"))
+    mysql-cdc: out of memory \| give more
+    """
+    if returncode == 0:
+        return "ok"
+    return (err.strip().splitlines() or ["failed"])[-1].replace("|", "\\|")
 
 
 def load(info: ServerInfo, rows: int, blobs: list[int]) -> None:
