@@ -4,7 +4,7 @@ Layout under the state directory (a local path or a URI of a cluster's store suc
 served by :mod:`.storage`)::
 
     chunks/<db>.<table>/<index>.json     one record per finished chunk, written once
-    plans/<db>.<table>.json              a streaming query's chunk plan, written once
+    plans/<db>.<table>.json              a streaming query's chunk plan (:class:`PlanRecord`), written once
     schemas/<db>.<table>.json            a table's schema as the capture read it, written once (replaced only
                                          for a table about to be snapshotted again)
     capture.json                         options that shape the output's types, written once
