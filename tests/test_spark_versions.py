@@ -194,9 +194,6 @@ def _sync(args: list[str], profile: ConnectionProfile, log: str) -> subprocess.P
     return p
 
 
-
-
-
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the stream's restart on this Spark, not the server's
 @pytest.mark.timeout(1500)  # 6-9 minutes on a slow day; its --once runs wait up to 600 s each
 def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
