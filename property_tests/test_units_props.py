@@ -60,7 +60,6 @@ entries = st.builds(HistoryEntry, st.tuples(files, st.integers(0, 2**40)),
                     st.dictionaries(names, names, max_size=2), st.text(max_size=40), st.text(max_size=20))
 
 
-
 @st.composite
 def plan_records(draw: Any) -> PlanRecord:
     """A plan of 1-5 chunks over one or two key columns, bounds in order (as a planner makes them)."""

@@ -268,9 +268,19 @@ class PlanRecord:
         chunks = tuple(Chunk(table, int(r["index"]), tuple(r["key_columns"]), decode_key(r["start"]),
                              decode_key(r["end"]), bool(r.get("nullable", False)), bool(r.get("nulls", False)))
                        for r in d["chunks"])
+        rows, avg = cls.sizes_of(d) or (0, 0)
+        return cls(table, chunks, rows, avg, cls.outside_of(d))
+
+    @staticmethod
+    def sizes_of(d: dict[str, Any]) -> tuple[int, int] | None:
+        """:attr:`sizes` of a plan's JSON, without decoding its chunks' bounds (the stream reader asks per batch)."""
         rows = int(d.get("rows_per_chunk") or 0)
-        return cls(table, chunks, rows, int(d.get("avg_row_bytes") or 0) if rows else 0,
-                   frozenset(int(i) for i in d.get("outside", ())))
+        return (rows, int(d.get("avg_row_bytes") or 0)) if rows else None
+
+    @staticmethod
+    def outside_of(d: dict[str, Any]) -> frozenset[int]:
+        """:attr:`outside` of a plan's JSON, without decoding its chunks' bounds."""
+        return frozenset(int(i) for i in d.get("outside", ()))
 
 
 class StateStore:
@@ -396,15 +406,19 @@ class StateStore:
         assert stored is not None
         return stored
 
+    def _plan_json(self, table: TableId) -> dict[str, Any] | None:
+        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
+        return d if isinstance(d, dict) else None
+
     def plan_record(self, table: TableId) -> PlanRecord | None:
         """The table's plan file, read once (:meth:`plan`, :meth:`outside` and :meth:`plan_sizes` each read it)."""
-        d = self._read_json(self._path("plans", f"{self._table(table)}.json"))
-        return PlanRecord.from_dict(table, d) if isinstance(d, dict) else None
+        d = self._plan_json(table)
+        return PlanRecord.from_dict(table, d) if d is not None else None
 
     def outside(self, table: TableId) -> frozenset[int]:
         """Indexes of the table's planned chunks that are not read (:meth:`record_plan`)."""
-        rec = self.plan_record(table)
-        return rec.outside if rec is not None else frozenset()
+        d = self._plan_json(table)
+        return PlanRecord.outside_of(d) if d is not None else frozenset()
 
     def chunk_record(self, table: TableId, index: int) -> ChunkRecord | None:
         """The recorded chunk ``index`` of the table, if it is recorded."""
@@ -413,8 +427,8 @@ class StateStore:
     def plan_sizes(self, table: TableId) -> tuple[int, int] | None:
         """(rows per chunk, average row bytes) the table's plan was made with; ``None`` for a plan that does not
         say (made by an earlier version)."""
-        rec = self.plan_record(table)
-        return rec.sizes if rec is not None else None
+        d = self._plan_json(table)
+        return PlanRecord.sizes_of(d) if d is not None else None
 
     def plan(self, table: TableId) -> list[Chunk] | None:
         rec = self.plan_record(table)
