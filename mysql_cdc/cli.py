@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
 import os
 import re
@@ -87,11 +88,17 @@ def _err() -> Any:
 def _noise_to_log(log: str) -> None:
     """What the driver's Python threads print when Spark fails (py4j's callback server and gateway client,
     the accumulator server: a hundred lines of traceback when the JVM dies) goes to the Spark log; the CLI's
-    own lines, and the warnings of this package (a lost server tried again), still reach the terminal."""
+    own lines, and the warnings of this package (a lost server tried again), still reach the terminal.
+
+    The log is written through without a buffer of its own: those threads are daemons and may still be writing
+    when the interpreter finalizes, and a buffered file's lock held by one of them then aborts the process
+    ("could not acquire lock ... at interpreter shutdown"): exit code -6 and a fatal error on the terminal
+    after the CLI's one line."""
     if _TERMINAL:
         return
     _TERMINAL.append(sys.stderr)
-    noise = open(log, "a", buffering=1, errors="replace")  # noqa: SIM115 - for the life of the process
+    raw = open(log, "ab", buffering=0)  # noqa: SIM115 - for the life of the process
+    noise = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", line_buffering=True, write_through=True)
     for h in logging.getLogger().handlers:
         if isinstance(h, logging.StreamHandler) and h.stream is sys.stderr:
             h.setStream(noise)

@@ -456,3 +456,27 @@ def test_a_mysqldump_restore_into_a_mirrored_database_is_followed(
         assert len(_source(info, db, "a")) == 70
     finally:
         root.cursor().execute(f"DROP DATABASE `{src}`")
+
+
+def test_the_threads_still_printing_when_the_cli_exits_do_not_abort_it(tmp_path: Any) -> None:
+    """When the JVM dies, py4j's daemon threads print their tracebacks into the Spark log while the CLI exits
+    after its one line. A buffered log file aborted the interpreter then in most runs (exit code -6, "Fatal
+    Python error: _enter_buffered_busy" on the terminal: CI on 2026-11-30). Ten exits with four such threads
+    writing: each ends with its own code and prints nothing."""
+    code = ("import sys, threading, time\n"
+            "from mysql_cdc.cli import _noise_to_log\n"
+            "_noise_to_log(sys.argv[1])\n"
+            "def spam():\n"
+            "    for _ in range(200000):\n"
+            "        sys.stderr.write('Traceback ' * 2000 + '\\n')\n"
+            "for _ in range(4):\n"
+            "    threading.Thread(target=spam, daemon=True).start()\n"
+            "time.sleep(0.05)\n"
+            "sys.exit(3)\n")
+    for i in range(10):
+        log = tmp_path / f"spark-{i}.log"
+        r = subprocess.run([sys.executable, "-c", code, str(log)], env=_repo_env(True), capture_output=True,
+                           text=True, timeout=120)
+        assert (r.returncode, r.stderr) == (3, ""), r.stderr[:500]
+        assert log.stat().st_size > 0
+        log.unlink()
