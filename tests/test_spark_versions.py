@@ -14,6 +14,7 @@ import collections
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -233,6 +234,7 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
     asked = subprocess.run([sys.executable, "-m", "mysql_cdc", "resnapshot", "--state-dir", state, "--tables",
                             f"{db}[.]c"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert asked.returncode == 0 and "snapshot request 0 recorded" in asked.stdout, asked.stdout + asked.stderr
+    start = os.path.getsize(log)
     p = _sync([*args, "--once"], profile, log)
     # 600 s: beside other tests (the MySQL lane's kill tests, as an earlier layout of CI ran it) each batch of
     # Spark's Delta took about a minute, and this run had written two batches when 300 s ran out
@@ -241,6 +243,14 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
     assert done.state == "done" and done.snapshotted == (TableId(db, "c"),), done
     with open(log, encoding="utf-8", errors="replace") as f:
         said = f.read()
+    # each batch says how many tables it merged and how many had it already: only the first batch after the
+    # kill may be one a table holds (a MERGE that Delta skips answers no row, one that ran a row of counts)
+    with open(log, "rb") as f:
+        run = f.read()[start:].decode("utf-8", "replace")
+    heads = re.findall(r"^batch (\d+): [\d,]+ rows \(.*\) into (\d+) tables(, \d+ already applied)?", run,
+                       re.MULTILINE)
+    assert len(heads) >= 2 and not any(again for _, _, again in heads[1:]), heads
+    assert sum(int(n) for _, n, _ in heads[1:]) > 0, heads
     columns = {"a": ["id", "v", "n"], "b": ["k", "w"], "c": ["x", "y"]}
     for t in TABLES:
         assert f"mirror of {db}.{t}: columns now {columns[t]!r} (in place)" in said, _tail(log)
@@ -323,7 +333,7 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
 
 
 CATALOG_SYNC = """
-import json, sys
+import json, os, sys
 from pyspark.sql import SparkSession
 import mysql_cdc
 from mysql_cdc.udtf.sync.sinks import delta_artifact
@@ -344,7 +354,6 @@ if phase == "first":  # two tables named alike in one namespace: refused before 
                                  "checkpoint": work + "/ck-clash"})
     except Exception as e:
         clash = str(e)
-    import os
     clash_left = os.path.exists(work + "/ck-clash")
 q = mysql_cdc.sync(spark, **args)
 ended = q.awaitTermination(300)
@@ -359,6 +368,28 @@ for t in ("a", "b", "c"):
 if phase == "sync":  # verify, from this session: the catalog's tables read by Spark's Delta at their version
     out["verify"] = mysql_cdc.verify(spark, checkpoint=work + "/ck", state_dir=work + "/state", source="src",
                                      recheck_seconds=0).to_dict()
+    # the skip of a batch a table holds: a MERGE of a batch the table's log has commits nothing and is said
+    # skipped (Delta answers it with no row); the same MERGE as the next batch commits (its answer a row of
+    # zeros: the key it deletes is not there) and is said merged
+    from mysql_cdc.ids import TableId
+    from mysql_cdc.options import parse_options
+    from mysql_cdc.udtf.sync.job import query_app_id
+    from mysql_cdc.udtf.sync.sinks import parse_target
+    from mysql_cdc.udtf.sync.spark_mirror import SparkDeltaMirror
+    name = f"spark_catalog.mirror_{db}.a"
+    app = query_app_id(work + "/ck")
+    log = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]["location"].replace("file:", "") + "/_delta_log"
+    last = max(json.loads(line)["txn"]["version"] for f in sorted(os.listdir(log)) if f.endswith(".json")
+               for line in open(os.path.join(log, f)) if '"txn"' in line and app in line)
+    mirror = SparkDeltaMirror(spark, parse_target("spark_catalog.mirror_{database}"),
+                              parse_options({"state_dir": work + "/state"}), work + "/state")
+    spark.sql("SELECT -1 AS id, true AS gone").createOrReplaceTempView("nothing")
+    merge = (f"MERGE INTO {name} AS t USING nothing AS s ON t.id = s.id WHEN MATCHED AND s.gone THEN DELETE "
+             "WHEN NOT MATCHED AND NOT s.gone THEN INSERT (id, v) VALUES (s.id, 0)")
+    version = lambda: spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
+    v0 = version()
+    out["replay"] = [mirror._exactly_once(spark, TableId(db, "a"), app, last, merge), version() - v0]
+    out["next"] = [mirror._exactly_once(spark, TableId(db, "a"), app, last + 1, merge), version() - v0]
 print(json.dumps(out))
 """
 
@@ -409,6 +440,7 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
     for t in TABLES:
         assert checks[t]["rows"] == len(second["tables"][t]) > 0 and not checks[t]["not_checked"], checks[t]
         assert not checks[t]["differing"], checks[t]
+    assert second["replay"] == [False, 0] and second["next"] == [True, 1], second
     # the rewrite kept the table's owner (the capture's sync id), which the next run checks
     assert second["owner"] == first["owner"] and len(set(first["owner"].values())) == 1 and first["owner"]["a"]
     history = glob.glob(str(tmp_path / "warehouse" / f"mirror_{db}.db" / "*" / "_delta_log"))
