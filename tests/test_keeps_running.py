@@ -467,7 +467,7 @@ def test_the_threads_still_printing_when_the_cli_exits_do_not_abort_it(tmp_path:
             "from mysql_cdc.cli import _noise_to_log\n"
             "_noise_to_log(sys.argv[1])\n"
             "def spam():\n"
-            "    for _ in range(200000):\n"
+            "    for _ in range(5000):  # at most 400 MB a run, removed after it\n"
             "        sys.stderr.write('Traceback ' * 2000 + '\\n')\n"
             "for _ in range(4):\n"
             "    threading.Thread(target=spam, daemon=True).start()\n"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -48,6 +49,7 @@ from mysql_cdc.udtf.sync.sinks import Target, check_names, quote
 _log = logging.getLogger("mysql_cdc.sync")
 SYNC_PROPERTY = "mysql_cdc.sync"
 TXN_APP, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
+_ONE_SESSION = threading.Lock()  # commits from one session, whose settings all its threads share, one at a time
 _RANK = "__mysql_cdc_rank"
 
 
@@ -353,7 +355,13 @@ class SparkDeltaMirror:
                f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({', '.join(cols)}) "
                f"VALUES ({', '.join(f's.{c}' for c in cols)})")
         try:
-            return self._exactly_once(session, schema.table, app_id, batch_id, sql)
+            if shared:
+                return self._exactly_once(session, schema.table, app_id, batch_id, sql)
+            # one session for every table of the batch (Spark Connect's, or one table): its transaction settings
+            # are one for all the threads that merge at the same time, so their MERGEs take turns (a thread's
+            # unset between another's set and its MERGE would commit that MERGE without the batch's txn)
+            with _ONE_SESSION:
+                return self._exactly_once(session, schema.table, app_id, batch_id, sql)
         finally:
             if shared:
                 session.catalog.dropGlobalTempView(view)
