@@ -302,7 +302,7 @@ def _check_tables(verifier: Any, store: Any, checkpoint: str, profile: Any, opts
     from mysql_cdc.planner.plan import describe_now
     from mysql_cdc.state.history import schema_at
     from mysql_cdc.udtf.sync.job import batch_end, captured_schemas, committed_batches
-    from mysql_cdc.udtf.sync.verify import TableCheck, VerifyReport
+    from mysql_cdc.udtf.sync.verify import TableCheck, VerifyReport, column_drift
 
     checks: list[TableCheck] = []
     done = committed_batches(checkpoint)
@@ -322,9 +322,10 @@ def _check_tables(verifier: Any, store: Any, checkpoint: str, profile: Any, opts
         if now is None:
             checks.append(TableCheck(name, not_checked="the table is gone from the source"))
             continue
-        if [(c.name, c.column_type) for c in now[0].columns] != [(c.name, c.column_type) for c in schema.columns]:
-            checks.append(TableCheck(name, not_checked="its columns changed since the mirror's point: verify "
-                                     "again once the sync has followed the change"))
+        drift = column_drift(schema.columns, [(c.name, c.data_type, c.column_type, c.charset) for c in now[0].columns])
+        if drift is not None:
+            checks.append(TableCheck(name, not_checked=f"its columns changed since the mirror's point ({drift}): "
+                                     "verify again once the sync has followed the change"))
             continue
         checks.append(verifier.check(schema))
     return VerifyReport(tuple(checks), time.monotonic() - started)
