@@ -322,7 +322,7 @@ def _check_tables(verifier: Any, store: Any, checkpoint: str, profile: Any, opts
         if now is None:
             checks.append(TableCheck(name, not_checked="the table is gone from the source"))
             continue
-        drift = column_drift(schema.columns, [(c.name, c.data_type, c.column_type, c.charset) for c in now[0].columns])
+        drift = column_drift(schema.columns, now[0].columns)
         if drift is not None:
             checks.append(TableCheck(name, not_checked=f"its columns changed since the mirror's point ({drift}): "
                                      "verify again once the sync has followed the change"))

@@ -21,6 +21,7 @@ The same contract as :class:`~mysql_cdc.udtf.sync.mirror.DeltaMirror`:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -354,13 +355,11 @@ class SparkDeltaMirror:
                f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
                f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({', '.join(cols)}) "
                f"VALUES ({', '.join(f's.{c}' for c in cols)})")
+        # not a session of its own (Spark Connect's, or one table): its transaction settings are one for every
+        # thread that merges at the same time, so their MERGEs take turns (a thread's unset between another's
+        # set and its MERGE would commit that MERGE without the batch's txn)
         try:
-            if shared:
-                return self._exactly_once(session, schema.table, app_id, batch_id, sql)
-            # one session for every table of the batch (Spark Connect's, or one table): its transaction settings
-            # are one for all the threads that merge at the same time, so their MERGEs take turns (a thread's
-            # unset between another's set and its MERGE would commit that MERGE without the batch's txn)
-            with _ONE_SESSION:
+            with contextlib.nullcontext() if shared else _ONE_SESSION:
                 return self._exactly_once(session, schema.table, app_id, batch_id, sql)
         finally:
             if shared:

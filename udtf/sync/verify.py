@@ -190,7 +190,7 @@ def _check_lines(t: TableCheck) -> list[str]:
     return out
 
 
-def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[tuple[str, str, str, str | None]]) -> str | None:
+def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[ColumnInfo]) -> str | None:
     """What differs between the columns the capture recorded and the server's now (name, type, type text,
     charset, in order: what each row's text on the server is made of), or ``None``. Both sides' texts are
     built from the recorded columns, so a schema change the sync has not reached yet (a type changed, a charset,
@@ -199,18 +199,17 @@ def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[tuple[str, str, s
 
     >>> from mysql_cdc.schema import ColumnInfo as C
     >>> rec = [C("id", "int", "int", False), C("v", "varchar", "varchar(8)", True, "utf8mb4")]
-    >>> column_drift(rec, [("id", "int", "int", None), ("v", "varchar", "varchar(8)", "utf8mb4")]) is None
+    >>> column_drift(rec, [rec[0], C("v", "varchar", "varchar(8)", False, "utf8mb4")]) is None  # NULL-ability aside
     True
-    >>> column_drift(rec, [("id", "int", "int", None), ("v", "varchar", "varchar(8)", "latin1")])
+    >>> column_drift(rec, [rec[0], C("v", "varchar", "varchar(8)", True, "latin1")])
     'v: varchar(8) utf8mb4 then, varchar(8) latin1 now'
-    >>> column_drift(rec, [("id", "bigint", "bigint", None)])
+    >>> column_drift(rec, [C("id", "bigint", "bigint", False)])
     'id: int then, bigint now; v: varchar(8) utf8mb4 then, gone now'
     """
     def show(x: tuple[str, str, str | None] | None, when: str) -> str:
         return f"gone {when}" if x is None else f"{' '.join(v for v in x[1:] if v)} {when}"
 
-    then = {c.name: (c.data_type, c.column_type, c.charset) for c in recorded}
-    have = {str(n): (str(d).lower(), str(t), cs) for n, d, t, cs in now}
+    then, have = ({c.name: (c.data_type, c.column_type, c.charset) for c in cols} for cols in (recorded, now))
     out = []
     for name in [*then, *(n for n in have if n not in then)]:
         a, b = then.get(name), have.get(name)
