@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 
 from mysql_cdc.chunks import Chunk
 from mysql_cdc.errors import ConfigError
+from mysql_cdc.memory import return_freed_memory
 from mysql_cdc.options import CdcOptions, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.profiles import (
@@ -53,6 +54,7 @@ class MysqlCdcReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChunkPartition)
+        return_freed_memory()  # mysql_cdc.memory
         readers = Readers(self.profile, self.schemas, self.facts, self.opts)
         yield from read_chunks(readers, partition.chunks, self.opts, Output(self.schemas, self.opts))
 

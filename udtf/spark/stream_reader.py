@@ -18,6 +18,7 @@ from mysql_cdc.ddl import index_only
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyrange import KeyRange, range_problem
+from mysql_cdc.memory import return_freed_memory
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import table_matches
@@ -710,6 +711,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
 
     # -- data (executors) --
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return_freed_memory()  # a row of large values is not held by the worker after it went (mysql_cdc.memory)
         if isinstance(partition, ResetPartition):
             yield reset_batch([TableId(db, t) for db, t in partition.tables], partition.at,
                               {TableId(db, t): KeyRange.from_dict(r) for db, t, r in partition.ranges})

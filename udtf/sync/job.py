@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyrange import KeyRange, reset_range
+from mysql_cdc.memory import return_freed_memory
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.rows import (
@@ -155,6 +156,7 @@ class SyncBatches:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
+        return_freed_memory()  # a batch's large values are given back once written (mysql_cdc.memory)
         by_spark = getattr(self.mirror, "writer", "delta-rs") == "spark"  # merged by Spark: no row comes here
         if by_spark:
             self.mirror.spark = df.sparkSession  # the session the batch runs in (a Connect server's own)
@@ -177,12 +179,12 @@ class SyncBatches:
             self.follow_schemas()
             self.apply_frame(df, batch_id, stats)
         else:
-            data = df.toArrow()
+            held = [df.toArrow()]  # in a list apply empties: no reference here keeps the batch's texts alive
             stats.collect_seconds = time.monotonic() - started
-            stats.rows = data.num_rows
+            stats.rows = held[0].num_rows
             self.follow_schemas()
-            if data.num_rows:
-                self.apply(data, batch_id, stats)
+            if stats.rows:
+                self.apply(held, batch_id, stats)
         stats.seconds = time.monotonic() - started
         if self.on_batch is not None:
             self.on_batch(stats)
@@ -196,8 +198,12 @@ class SyncBatches:
             if schema is not None and schema.primary_key and store.mirror(table) is not None:
                 self.mirror.evolve(schema)
 
-    def apply(self, data: pa.Table, batch_id: int, stats: BatchStats) -> None:
+    def apply(self, held: list[pa.Table], batch_id: int, stats: BatchStats) -> None:
+        """Merge a batch (the envelope's rows, the one table of ``held``, which this takes out) into the mirror,
+        table by table. A batch of one table lets its texts go once decoded, before the write: a row of large
+        values (which comes alone) is then held once as bytes, not also as its JSON text."""
         assert self._app_id is not None
+        data = held.pop()
         store = StateStore(self.state_dir)
         opts = capture_options(store)
         names = pc.binary_join_element_wise(data.column(DATABASE_COLUMN), data.column(TABLE_COLUMN), "\x00")
@@ -217,13 +223,19 @@ class SyncBatches:
                                             schema.primary_key))
             typed = pa.Table.from_batches([decode_rows(c, values) for c in part.column(VALUES_COLUMN).chunks],
                                           schema=values)
-            rows = typed.append_column(OP_COLUMN, part.column(OP_COLUMN)) \
-                .append_column(SEQ_COLUMN, part.column(SEQ_COLUMN))
+            # __op and _change_seq copied: a batch read from Spark has one buffer for all its columns, which a
+            # slice of it keeps whole
+            rows = typed.append_column(OP_COLUMN, _own(part.column(OP_COLUMN))) \
+                .append_column(SEQ_COLUMN, _own(part.column(SEQ_COLUMN)))
+            last = pc.max(part.column(COMMIT_COLUMN)).as_py()
+            if len(tables) == 1:
+                del data, part, typed  # the texts go (the loop ends here)
             t1 = time.monotonic()
             stats.decode_seconds += t1 - t0
-            merged = self.mirror.apply(schema, rows, self._app_id, batch_id)
+            fresh = appends(all(op == SNAPSHOT for op in ops), schema.primary_key, schema.chunk_key)  # new keys
+            merged = self.mirror.apply(schema, rows, self._app_id, batch_id, append=fresh)
             stats.merge_seconds += time.monotonic() - t1
-            stats.count(table, merged, part.num_rows, pc.max(part.column(COMMIT_COLUMN)).as_py())
+            stats.count(table, merged, len(ops), last)
 
     def _to_merge(self, table: TableId, rows: int, reset: bool, store: StateStore, batch_id: int,
                   stats: BatchStats, key_range: KeyRange | None = None) -> TableSchema | None:
@@ -297,6 +309,11 @@ class SyncBatches:
                 stats.count(schema.table, merged, int(g["n"]), g["last"])
         finally:
             df.unpersist()
+
+
+def _own(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A column in buffers of its own (Arrow's concatenation copies, also of one piece)."""
+    return pa.chunked_array([pa.concat_arrays(col.chunks)] if col.num_chunks else [], col.type)
 
 
 def captured_schemas(store: StateStore) -> list[TableSchema]:

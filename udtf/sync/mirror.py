@@ -28,7 +28,7 @@ from mysql_cdc.state.history import HistoryEntry, renames_since
 from mysql_cdc.state.store import StateStore, make_dirs, tighten_umask
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.schema.evolve import evolve_rows
-from mysql_cdc.udtf.sync.lake_types import lake_arrow_type
+from mysql_cdc.udtf.sync.lake_types import lake_arrow_type, unindexed_columns
 from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images, merge_fields
 from mysql_cdc.udtf.sync.target import local_path, writable
 
@@ -236,6 +236,7 @@ class DeltaMirror:
                 out for b in dataset.to_batches()
                 for out in evolve_rows(pa.Table.from_batches([b]), want, moved).to_batches()))
         dl.write_deltalake(p, data, mode="overwrite", schema_mode="overwrite",
+                           writer_properties=writer_properties(schema),
                            commit_properties=dl.CommitProperties(custom_metadata={"mysql_cdc.evolve": "columns"}))
         _log.warning("mirror of %s: columns now %s (%d rows moved)", schema.table, want.names, count)
         return True
@@ -253,13 +254,17 @@ class DeltaMirror:
         if done is not None and int(done) >= batch_id:
             return False
         where = None if key_range is None else key_range.predicate(lambda c: "`" + c.replace("`", "``") + "`")
-        t.delete(where, commit_properties=dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
-                                                              custom_metadata={"mysql_cdc.batch": str(batch_id)}))
+        t.delete(where, writer_properties=writer_properties(StateStore(self.state_dir).schema(table)),
+                 commit_properties=dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
+                                                       custom_metadata={"mysql_cdc.batch": str(batch_id)}))
         return True
 
-    def apply(self, schema: TableSchema, rows: pa.Table, app_id: str, batch_id: int) -> bool:
+    def apply(self, schema: TableSchema, rows: pa.Table, app_id: str, batch_id: int, append: bool = False) -> bool:
         """Merge one batch's rows of one table (the table's columns, ``__op``, ``_change_seq``); false when the
-        table's log already holds this batch (or a later one) of ``app_id``."""
+        table's log already holds this batch (or a later one) of ``app_id``. ``append``: the rows are new keys,
+        one row each (:func:`.last_image.appends`: a table's snapshot rows), written without a MERGE, so the
+        table's files are neither scanned nor joined (a MERGE read them all: a table of large values held each
+        earlier batch's values again in memory)."""
         dl = _deltalake()
         want = delta_schema(schema, self.opts)
         if schema.table not in self._schemas:
@@ -270,9 +275,15 @@ class DeltaMirror:
         done = table.transaction_version(app_id)
         if done is not None and int(done) >= batch_id:
             return False
-        src = final_images(rows, schema.primary_key)
+        commit = dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
+                                     custom_metadata={"mysql_cdc.batch": str(batch_id)})
+        src = rows if append else final_images(rows, schema.primary_key)
         cols = [src.column(f.name).cast(f.type) if pa.types.is_duration(src.schema.field(f.name).type)
                 else src.column(f.name) for f in want]
+        if append:
+            dl.write_deltalake(table, pa.Table.from_arrays(cols, schema=want), mode="append",
+                               writer_properties=writer_properties(schema), commit_properties=commit)
+            return self._written(table)
         src = pa.Table.from_arrays([*cols, src.column(DELETE_COLUMN)],
                                    schema=pa.schema([*merge_fields(want, schema.primary_key),
                                                      pa.field(DELETE_COLUMN, pa.bool_(), False)]))
@@ -282,17 +293,35 @@ class DeltaMirror:
         on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in schema.primary_key)
         sets = {q(f.name): f"s.{q(f.name)}" for f in want}
         flag = f"s.{q(DELETE_COLUMN)}"
-        commit = dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
-                                     custom_metadata={"mysql_cdc.batch": str(batch_id)})
-        (table.merge(src, on, source_alias="s", target_alias="t", commit_properties=commit)
+        (table.merge(src, on, source_alias="s", target_alias="t", writer_properties=writer_properties(schema),
+                     commit_properties=commit)
          .when_matched_delete(predicate=flag)
          .when_matched_update(updates=sets, predicate=f"NOT {flag}")
          .when_not_matched_insert(updates=sets, predicate=f"NOT {flag}")
          .execute())
+        return self._written(table)
+
+    @staticmethod
+    def _written(table: Any) -> bool:
+        """After a batch's commit: a checkpoint of the log every :data:`CHECKPOINT_EVERY` versions (a reader, and
+        the next batch, replay a short log)."""
         table.update_incremental()
-        if table.version() % CHECKPOINT_EVERY == 0:  # a reader (and the next batch) replays a short log
+        if table.version() % CHECKPOINT_EVERY == 0:
             table.create_checkpoint()
         return True
+
+
+def writer_properties(schema: TableSchema | None) -> Any:
+    """delta-rs's Parquet settings for a table's files: no min/max statistics for its columns of large values
+    (:func:`.lake_types.unindexed_columns`); ``None`` (delta-rs's defaults) where it has none."""
+    if schema is None:
+        return None
+    names = unindexed_columns([(c.name, c.data_type) for c in schema.columns], schema.primary_key)
+    if not names:
+        return None
+    dl = _deltalake()
+    off = dl.ColumnProperties(statistics_enabled="NONE")
+    return dl.WriterProperties(column_properties={n: off for n in names})
 
 
 def mirror_renames(history: list[HistoryEntry], have: pa.Schema, columns_of: Callable[[TableSchema], pa.Schema]
