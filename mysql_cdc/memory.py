@@ -9,8 +9,10 @@ everything was freed; with jemalloc or the system's allocator 743 MB and then 14
 
 So each of our processes that moves rows (the sync's driver and the Spark Python workers that read) switches
 Arrow's default pool to jemalloc where pyarrow has it (Linux), else to the system's allocator, once
-(:func:`return_freed_memory`). Buffers allocated before the switch are freed to their own pool; nothing else
-changes. ``ARROW_DEFAULT_MEMORY_POOL``, when set, is the user's choice and is left as it is.
+(:func:`return_freed_memory`). Buffers allocated before the switch are freed to their own pool. The pool is
+the process's: Spark reuses its Python workers, so a later task of the same worker (a pandas or Arrow UDF of
+the user's) allocates from it too (jemalloc was pyarrow's own default on Linux before mimalloc).
+``ARROW_DEFAULT_MEMORY_POOL``, when set, is the user's choice and is left as it is.
 """
 
 from __future__ import annotations

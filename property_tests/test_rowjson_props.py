@@ -146,6 +146,31 @@ def _slices_round_trip(batch: pa.RecordBatch, start: int, size: int, large: bool
     assert decode_rows(texts.slice(start, size), batch.schema).equals(batch.slice(start, size))
 
 
+@given(batches(), st.sampled_from([3, 6, 3 << 20]))
+def test_a_batch_with_a_large_value_is_written_in_place_as_python_writes_it(batch: pa.RecordBatch, step: int
+                                                                            ) -> None:
+    """A batch with a large binary or string value is written into one buffer (rowjson._written_in_place; with
+    ``_LARGE`` 0 every binary and string column here is large, base64 in pieces of ``step`` bytes): the same
+    texts as Python's, which read back."""
+    with mock.patch.object(rowjson, "_LARGE", 0), mock.patch.object(rowjson, "_B64_STEP", step):
+        texts = rowjson.encode_column(batch)
+        if any(rowjson._is_bytes(f.type) for f in batch.schema) and batch.num_rows:
+            assert texts.equals(rowjson._written_in_place(batch))
+        assert texts.to_pylist() == encode_rows_python(batch) or any(pa.types.is_floating(f.type)
+                                                                      for f in batch.schema)
+        assert decode_rows(texts, batch.schema).equals(batch)
+
+
+def test_large_strings_are_escaped_in_place_as_json_does() -> None:
+    values = ['plain', 'quote " and \\ backslash', "tab\tnew\nline\r\x00\x1f\x7f", "é ü 中 😀", "", None]
+    batch = pa.record_batch([pa.array(values), pa.array([b"\x00", None, b"", b"\xff" * 7, b"a", b"bc"])],
+                            names=["s", 'b "q"'])
+    with mock.patch.object(rowjson, "_LARGE", 0), mock.patch.object(rowjson, "_B64_STEP", 3):
+        texts = rowjson._written_in_place(batch)
+    assert texts is not None and texts.to_pylist() == encode_rows_python(batch)
+    assert [json.loads(t)["s"] for t in texts.to_pylist()] == values
+
+
 def test_a_base64_text_not_in_fours_is_refused_on_both_paths() -> None:
     """A text the encoder never writes ("AAA": three characters, no padding) is an error on the path of large
     values too, as base64's strict decoder makes it on the other (it would read as an empty value)."""

@@ -100,6 +100,19 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
 
     sync()
     same()
+    # the mirror's files: Snappy, as delta-rs writes by default; min/max statistics for the key, none for the
+    # columns of large values (a Parquet writer holds those whole while it writes)
+    import pyarrow.parquet as pq
+    files = glob.glob(os.path.join(table_path(to, TableId(db, "big")), "*.parquet"))
+    assert files
+    for f in files:
+        meta = pq.ParquetFile(f).metadata
+        for g in range(meta.num_row_groups):
+            cols = {meta.row_group(g).column(i).path_in_schema: meta.row_group(g).column(i)
+                    for i in range(meta.num_columns)}
+            assert {c.compression for c in cols.values()} == {"SNAPPY"}, f
+            stats = {n: c.statistics is not None and c.statistics.has_min_max for n, c in cols.items()}
+            assert stats["id"] and not stats["payload"] and not stats["note"], stats
     cur.execute("UPDATE big SET payload = %s WHERE id = 1", (blob(2 << 20),))
     cur.execute("UPDATE big SET id = 30, v = 33 WHERE id = 3")  # the key moves with its large value
     cur.execute("UPDATE big SET v = 44, payload = %s WHERE id = 4", (blob(5 << 20),))

@@ -313,7 +313,9 @@ class DeltaMirror:
 
 def writer_properties(schema: TableSchema | None) -> Any:
     """delta-rs's Parquet settings for a table's files: no min/max statistics for its columns of large values
-    (:func:`.lake_types.unindexed_columns`); ``None`` (delta-rs's defaults) where it has none."""
+    (:func:`.lake_types.unindexed_columns`); ``None`` (delta-rs's defaults) where it has none. Settings given
+    start from the Parquet library's, not delta-rs's: Snappy and statistics cut at 64 bytes are delta-rs's, set
+    again here (without them the files were written uncompressed, and a long VARCHAR's statistics whole)."""
     if schema is None:
         return None
     names = unindexed_columns([(c.name, c.data_type) for c in schema.columns], schema.primary_key)
@@ -321,7 +323,8 @@ def writer_properties(schema: TableSchema | None) -> Any:
         return None
     dl = _deltalake()
     off = dl.ColumnProperties(statistics_enabled="NONE")
-    return dl.WriterProperties(column_properties={n: off for n in names})
+    return dl.WriterProperties(compression="SNAPPY", statistics_truncate_length=64,
+                               column_properties={n: off for n in names})
 
 
 def mirror_renames(history: list[HistoryEntry], have: pa.Schema, columns_of: Callable[[TableSchema], pa.Schema]
