@@ -39,7 +39,7 @@ _WORKER_DIED = re.compile(r"Python worker exited unexpectedly \(crashed\)[^\n]*|
                           r"|worker exited unexpectedly[^\n]*")
 _TOO_LITTLE = re.compile(r"System memory (\d+) must be at least (\d+)")
 MEMORY_FIX = ("give it more with --driver-memory (e.g. 4g; a table with a 256 MB value ran in 3g with delta-rs and "
-              "in 6g with Spark's Delta, on a machine with about 30-38 times the value free), or make batches "
+              "in 6g with Spark's Delta, on a machine with about 25-38 times the value free), or make batches "
               "smaller (--max-rows-per-batch, --max-chunks-per-batch, --chunk-size)")
 
 
