@@ -341,8 +341,7 @@ def _written_in_place(batch: pa.RecordBatch) -> pa.Array | None:
 
     def flush() -> None:
         if small:
-            texts = pc.binary_join_element_wise(*small, "") if len(small) > 1 or isinstance(small[0], str) \
-                else small[0]
+            texts = pc.binary_join_element_wise(*small, "")  # (the pieces start with a column's name)
             if isinstance(texts, pa.Scalar):  # constants alone
                 texts = pa.array([texts.as_py()] * n, pa.string())
             offsets, data = _value_spans(texts)

@@ -1,7 +1,7 @@
 """The column types of a mirror table in each lakehouse format: what a Delta or an Iceberg table can hold of every
 value a capture reads, exactly.
 
-Pure rules (pyarrow only). A capture types each column as the README's type table says (Spark SQL types, Arrow
+Pure rules (pyarrow, type names). A capture types each column as the README's type table says (Spark SQL types, Arrow
 in between, :mod:`mysql_cdc.types`); a format that lacks one of those types gets the narrowest type of its own
 that holds every value, and the value is carried over losslessly:
 
@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 import pyarrow as pa
+
+from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, TEXT_TYPES
 
 Format = Literal["delta", "iceberg"]
 FORMATS: tuple[Format, ...] = ("delta", "iceberg")
@@ -122,9 +124,9 @@ def identifier_fields(key: Sequence[tuple[str, str]], fmt: Format) -> tuple[str,
     return tuple(name for name, _ in key)
 
 
-LARGE_VALUE_TYPES = frozenset({"tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext",
-                               "longtext", "json", "geometry", "point", "linestring", "polygon", "multipoint",
-                               "multilinestring", "multipolygon", "geometrycollection", "geomcollection"})
+# the BLOB and TEXT types (the string types less the sized ones), JSON and geometry
+LARGE_VALUE_TYPES = frozenset((TEXT_TYPES | BLOB_TYPES) - {"char", "varchar", "binary", "varbinary"}
+                              | {"json"} | GEO_TYPES)
 
 
 def unindexed_columns(columns: Sequence[tuple[str, str]], key: Sequence[str]) -> tuple[str, ...]:
