@@ -6,6 +6,7 @@ A bad target is one clear error before any data is read."""
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import glob
 import json
 import os
@@ -120,6 +121,63 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
     cur.execute("INSERT INTO big VALUES (5, 5, %s, NULL)", (blob((3 << 19) + 2),))
     sync()
     same()
+
+
+def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_relaxed_in_place(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any,
+        monkeypatch: Any) -> None:
+    """A ``NOT NULL`` DATE, DATETIME or TIMESTAMP column holds zero dates where the SQL mode allows them (a
+    mysqldump restore writes them so); they read as NULL (the type table), so a mirror's non-key columns are
+    nullable, as Spark's writers make them. A fresh mirror takes them through the snapshot (an append); one made
+    before, whose non-key columns kept the source's ``NOT NULL``, is made nullable in place (one metadata commit
+    per column, no file rewritten) and takes them through the binlog (a MERGE)."""
+    cur = root.cursor()
+    cur.execute("CREATE TABLE z (id INT PRIMARY KEY, d DATE NOT NULL, dt DATETIME NOT NULL, "
+                "ts TIMESTAMP NOT NULL DEFAULT '2000-01-01 00:00:00', v INT NOT NULL)")
+    cur.execute("INSERT INTO z VALUES (1, '2024-02-29', '2024-02-29 10:00:00', '2024-02-29 10:00:00', 1)")
+
+    def sync(to: str, ck: str, state: str) -> None:
+        q = mysql_cdc.sync(classic_spark, once=True, to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]z",
+                           source="src", profiles={"src": profile_url(profile)})
+        assert q.awaitTermination(600), "the availableNow sync did not end"
+        assert q.exception() is None, q.exception()
+
+    def mirror(to: str) -> tuple[dict[str, bool], list[tuple[Any, ...]]]:
+        t = deltalake.DeltaTable(table_path(to, TableId(db, "z")))
+        data = t.to_pyarrow_table().sort_by("id")
+        return ({f.name: f.nullable for f in pa.schema(t.schema().to_arrow())},
+                list(zip(*(data.column(c).to_pylist() for c in ("id", "d", "dt", "ts", "v")))))
+
+    # a mirror made by the rule before: the source's NOT NULL kept on every column
+    rule = mirror_mod.delta_schema
+    monkeypatch.setattr(mirror_mod, "delta_schema", lambda s, o: pa.schema(
+        [f.with_nullable(s.column(f.name).nullable and f.name not in s.primary_key) for f in rule(s, o)]))
+    old = [str(tmp_path / n) for n in ("old", "old-ck", "old-state")]
+    sync(*old)
+    assert mirror(old[0])[0] == {"id": False, "d": False, "dt": False, "ts": False, "v": False}
+    monkeypatch.undo()
+    cur.execute("SET SESSION sql_mode = ''")
+    cur.execute("INSERT INTO z VALUES (2, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', 2)")
+    cur.execute("UPDATE z SET d = '0000-00-00', v = 11 WHERE id = 1")
+    cur.execute("SET SESSION sql_mode = DEFAULT")
+    sync(*old)
+    cur.execute("SELECT UNIX_TIMESTAMP(ts) FROM z WHERE id = 1")
+    ts = dt.datetime.fromtimestamp(int(cur.fetchone()[0]), dt.timezone.utc)
+    nullable, rows = mirror(old[0])
+    assert nullable == {"id": False, "d": True, "dt": True, "ts": True, "v": True}
+    assert rows == [(1, None, dt.datetime(2024, 2, 29, 10), ts, 11), (2, None, None, None, 2)]
+    logs = sorted(glob.glob(os.path.join(table_path(old[0], TableId(db, "z")), "_delta_log", "*.json")))
+    ops = []
+    for f in logs:
+        with open(f) as fh:
+            ops += [json.loads(line)["commitInfo"]["operation"] for line in fh if "commitInfo" in line]
+    assert ops.count("CHANGE COLUMN") == 4 and ops[-1] == "MERGE", ops
+    assert not any(op == "WRITE" for op in ops[ops.index("CHANGE COLUMN"):]), ops  # no rewrite
+
+    # a fresh mirror: the zero dates come through the snapshot
+    new = [str(tmp_path / n) for n in ("new", "new-ck", "new-state")]
+    sync(*new)
+    assert mirror(new[0]) == (nullable, rows)
 
 
 # one server: what the Python API, the Delta tables and the skip of a batch applied do is not server behaviour;

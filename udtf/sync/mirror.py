@@ -54,10 +54,30 @@ def delta_type(t: pa.DataType) -> pa.DataType:
 
 def delta_schema(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
     """The mirror table of ``schema``: its columns, typed as a read of the table types them (see
-    :func:`delta_type`); primary key columns NOT NULL."""
+    :func:`delta_type`); primary key columns NOT NULL, the others nullable, as Spark's writers make them: a
+    ``NOT NULL`` DATE, DATETIME or TIMESTAMP column holds zero dates, which read as NULL (the type table).
+    Mirrors made before kept the source's ``NOT NULL``; :meth:`DeltaMirror.prepare` relaxes them in place."""
     key = set(schema.primary_key)
-    return pa.schema([pa.field(f.name, delta_type(f.type), f.nullable and f.name not in key)
+    return pa.schema([pa.field(f.name, delta_type(f.type), f.name not in key)
                       for f in table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)])
+
+
+def relaxed_columns(have: pa.Schema, want: pa.Schema) -> list[str] | None:
+    """The columns a table made as ``have`` needs made nullable to be ``want``, when nothing else differs
+    (``None`` otherwise: the columns, their types, or a nullable column that should not be).
+
+    >>> f = pa.field
+    >>> have = pa.schema([f("id", pa.int32(), False), f("d", pa.date32(), False), f("v", pa.string())])
+    >>> relaxed_columns(have, pa.schema([f("id", pa.int32(), False), f("d", pa.date32()), f("v", pa.string())]))
+    ['d']
+    >>> relaxed_columns(have, have), relaxed_columns(pa.schema([f("id", pa.int32()), *list(have)[1:]]), have)
+    ([], None)
+    """
+    if _same_columns(have, want) is not None:
+        return None
+    if any(h.nullable and not w.nullable for h, w in zip(have, want)):
+        return None
+    return [w.name for h, w in zip(have, want) if w.nullable and not h.nullable]
 
 
 def table_path(root: str, table: TableId) -> str:
@@ -184,6 +204,8 @@ class DeltaMirror:
                                      "made this one")
                 if diff is not None:  # the source table changed since (a schema change followed): follow it
                     self.evolve(s)
+                else:
+                    self._relax(existing, s.table, relaxed_columns(pa.schema(existing.schema().to_arrow()), want))
             elif made is not None:
                 raise StateError(f"the Delta table of {str(s.table)!r} that this capture made at {made!r} is "
                                  f"missing at {p!r}, and rows were merged into it already: put it back (or give "
@@ -217,6 +239,8 @@ class DeltaMirror:
         table = dl.DeltaTable(p)
         have = pa.schema(table.schema().to_arrow())
         self._schemas[schema.table] = want
+        if self._relax(table, schema.table, relaxed_columns(have, want)):
+            return True
         if _same_columns(have, want) is None and [f.nullable for f in have] == [f.nullable for f in want]:
             return False
         dataset = table.to_pyarrow_dataset()
@@ -239,6 +263,21 @@ class DeltaMirror:
                            writer_properties=writer_properties(schema),
                            commit_properties=dl.CommitProperties(custom_metadata={"mysql_cdc.evolve": "columns"}))
         _log.warning("mirror of %s: columns now %s (%d rows moved)", schema.table, want.names, count)
+        return True
+
+    def _relax(self, table: Any, name: TableId, columns: list[str] | None) -> bool:
+        """Make ``columns`` of the table nullable in place, one metadata commit each (no file is rewritten; a
+        commit done before a kill is seen done); false when there are none. A delta-rs without the operation
+        (``alter.drop_column_not_null``, new in 2026's 1.x releases) rewrites the table instead (:meth:`evolve`)."""
+        if not columns:
+            return False
+        alter = table.alter
+        if not hasattr(alter, "drop_column_not_null"):
+            return False
+        commit = _deltalake().CommitProperties(custom_metadata={"mysql_cdc.evolve": "nullable"})
+        for c in columns:
+            alter.drop_column_not_null(c, commit_properties=commit)
+        _log.warning("mirror of %s: columns %s made nullable (zero dates read as NULL)", name, columns)
         return True
 
     def reset(self, table: TableId, app_id: str, batch_id: int, key_range: KeyRange | None = None) -> bool:
