@@ -171,6 +171,18 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
                 profile, sid, start, {schema.table}, flavor=facts.flavor, auto_position=False, end=end,
                 server_version=facts.version, decoders=decoders, count_only=True, runs=True))
         assert counted == 3 * len(rows) and decoders.counted_events > 0
+        # option before_images key: an update's before image is read for its key alone, its after image whole
+        keyed = RowDecoders({schema.table: schema}, before_keep={schema.table: schema.positions(("id",))})
+        with claimed_id(profile, opts) as sid:
+            updates = [im for txn in read_transactions(
+                profile, sid, start, {schema.table}, flavor=facts.flavor, auto_position=False, end=end,
+                server_version=facts.version, decoders=keyed, runs=True)
+                for run in txn.rows if run.op == "update" for im in run.images]
+        assert keyed.planned_events > 0 and len(updates) == 2 * len(rows)
+        for i in range(len(rows)):
+            want_before = tuple(v if c == "id" else None for c, v in zip(schema.column_names, paths["-U"][i]))
+            assert updates[2 * i] == want_before, updates[2 * i]
+            assert repr(updates[2 * i + 1]) == repr(paths["+U"][i])
         position = {n: i for i, n in enumerate(schema.column_names)}
         for i, r in enumerate(rows):
             for kind in ("+I", "-U", "+U"):  # the planned decoder gives the library's values, to the last digit

@@ -130,7 +130,12 @@ class BinlogPhase:
         self.rules = dict(rules)
         self._connect = connect_factory
         self._conv = {t: binlog_row_converter(s.columns, opts.tinyint1_as_boolean) for t, s in schemas.items()}
-        self.decoders = RowDecoders(schemas, opts.tinyint1_as_boolean) if opts.row_decoder == "planned" else None
+        # option before_images key: an update's before image is read for its primary and chunk keys alone (the
+        # emit rule places it by the chunk key; the output keeps the primary key), its other values not at all
+        keep = {t: {*s.positions(s.primary_key), *s.positions(s.chunk_key)} for t, s in schemas.items()
+                if opts.before_images == "key" and s.primary_key}
+        self.decoders = RowDecoders(schemas, opts.tinyint1_as_boolean, keep) if opts.row_decoder == "planned" \
+            else None
         self._names = {t: set(s.column_names) for t, s in schemas.items()}
         self._ids = {(t.database, t.table): t for t in schemas}
         self._ruled = any(rule is not None for rule in self.rules.values())

@@ -10,7 +10,7 @@ still frames events and parses table maps.
 
 The plan reproduces the library's decoding of each type exactly, then applies the same conversion
 (:func:`udtf.convert.binlog_fixup`, then :func:`udtf.convert.value_converter`), so a row decodes to the same
-values either way; ``property_tests/test_rowimage_props.py`` checks that on random rows of every type, on both
+values either way; ``property_tests/test_values_props.py`` checks that on random rows of every type, on both
 servers. A table map the plan does not cover falls back to the library: types logged in pre-5.6 formats, a
 column whose logged type, character set or precision differs from the table's recorded schema (a row from
 before a DDL), and images without every column (binlog_row_image MINIMAL/NOBLOB, refused by the library path).
@@ -46,7 +46,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -336,10 +336,13 @@ def _bitmap_expr(size: int) -> str:
 
 
 def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_boolean: bool = False,
-                   fast_text: bool = True) -> ImageReader | None:
+                   fast_text: bool = True, before_keep: Collection[int] | None = None) -> ImageReader | None:
     """The image reader of one table map (``columns``: python-mysql-replication's column descriptions), or
     ``None`` when the table map does not describe ``schema``'s columns (the library decodes those rows). The
-    reader takes the event's row data, a start and an end offset, and gives every image in it.
+    reader takes the event's row data, a start and an end offset, and gives every image in it. With
+    ``before_keep`` (column places) it reads an update event's images, whose before images keep only those
+    columns' values, the others ``None`` and not read (option ``before_images`` key: a mirror needs an update's
+    before image for its key alone; a 256 MB value was read, then dropped).
 
     >>> from types import SimpleNamespace as Logged
     >>> from mysql_cdc.schema import ColumnInfo
@@ -356,19 +359,36 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
     2
     >>> compile_images([Logged(name="id", type=F.LONGLONG, unsigned=False)], schema) is None  # not this table's
     True
+    >>> update = row1 + bytes([0b00]) + (7).to_bytes(4, "little") + bytes([1]) + b"x"  # 'hé' -> 'x'
+    >>> compile_images(logged, schema, before_keep={0})(update, 0, len(update))
+    [(7, None), (7, 'x')]
     """
     if misfit(columns, schema) is not None:
         return None
     n = len(columns)
     env: dict[str, Any] = {}
-    body = ["def images(b, p, end):", "    out = []", "    append = out.append", "    while p < end:",
-            f"        n = {_bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"]
-    for i, (tm, col) in enumerate(zip(columns, schema.columns)):
-        body.append(f"        if n & {1 << i}:")
-        body.append(f"            v{i} = None")
-        body.append("        else:")
-        body.extend("            " + line for line in _column_code(i, tm, col, fast_text, env, tinyint1_as_boolean))
-    body.append(f"        append(({''.join(f'v{i}, ' for i in range(n))}))")
+    body = ["def images(b, p, end):", "    out = []", "    append = out.append", "    while p < end:"]
+
+    def image(keep: Collection[int] | None) -> None:
+        body.extend((f"        n = {_bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"))
+        for i, (tm, col) in enumerate(zip(columns, schema.columns)):
+            if keep is not None and i not in keep:
+                body.append(f"        v{i} = None")
+                body.append(f"        if not n & {1 << i}:")
+                body.extend("            " + line for line in _skip_lines(tm))
+                continue
+            body.append(f"        if n & {1 << i}:")
+            body.append(f"            v{i} = None")
+            body.append("        else:")
+            body.extend("            " + line for line in _column_code(i, tm, col, fast_text, env,
+                                                                      tinyint1_as_boolean))
+        body.append(f"        append(({''.join(f'v{i}, ' for i in range(n))}))")
+
+    if before_keep is not None:  # an update event's images: before, after, before, after, ...
+        image(before_keep)
+        body.append("        if p >= end:")
+        body.append("            raise ValueError(f'an update event ends at byte {p} after a before image')")
+    image(None)
     body.append("    if p != end:")
     body.append("        raise ValueError(f'the images end at byte {p}, the event at {end}')")
     body.append("    return out")
@@ -424,6 +444,22 @@ def compile_counter(columns: Sequence[Any], schema: TableSchema) -> Callable[[by
     return count
 
 
+def event_rows(ev: Any) -> tuple[bytes, int, int]:
+    """The rest of a rows event (its images) as a buffer, a start and an end offset, read past. Where nothing of
+    the packet was pushed back (the library's wrapper keeps such bytes apart), the buffer is the packet's own
+    bytes (pymysql's), not a copy: an update of a 256 MB value is a 512 MB event, which ``read`` copied whole."""
+    wrapper = ev.packet
+    size = int(ev.event_size - wrapper.read_bytes)
+    inner = getattr(wrapper, "packet", None)
+    data, start = getattr(inner, "_data", None), getattr(inner, "_position", None)
+    if (not getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"") and isinstance(data, bytes)
+            and isinstance(start, int) and start + size <= len(data)):
+        wrapper.advance(size)
+        return data, start, start + size
+    rows = wrapper.read(size)
+    return rows, 0, len(rows)
+
+
 def _every_column(ev: Any) -> bool:
     """Every image of a rows event holds every column (binlog_row_image FULL): what a compiled plan reads."""
     full = (1 << len(ev.columns)) - 1
@@ -436,9 +472,13 @@ class RowDecoders:
     :func:`udtf.binlog.transactions.read_transactions` decodes rows events with when it is given the tables'
     schemas. Images come as canonical row tuples in the schema's column order."""
 
-    def __init__(self, schemas: Mapping[TableId, TableSchema], tinyint1_as_boolean: bool = False) -> None:
+    def __init__(self, schemas: Mapping[TableId, TableSchema], tinyint1_as_boolean: bool = False,
+                 before_keep: Mapping[TableId, Collection[int]] | None = None) -> None:
         self.schemas = dict(schemas)
         self.tinyint1_as_boolean = tinyint1_as_boolean
+        # per table, the columns an update's before image keeps (option before_images key); others: all
+        self.before_keep = dict(before_keep or {})
+        self._update_plans: dict[int, tuple[Any, ImageReader | None, ImageReader | None]] = {}
         # table id -> (the table map's column list, its fast reader, its exact reader), both None: the library
         self._plans: dict[int, tuple[Any, ImageReader | None, ImageReader | None]] = {}
         self._counters: dict[int, tuple[Any, Callable[[bytes, int, int], int] | None]] = {}
@@ -475,28 +515,44 @@ class RowDecoders:
         if got[1] is None or not _every_column(ev):
             return None
         self.counted_events += 1
-        data = ev.packet.read(ev.event_size - ev.packet.read_bytes)
+        data, start, end = event_rows(ev)
         try:
-            return got[1](data, 0, len(data))
+            return got[1](data, start, end)
         except (ValueError, IndexError) as e:
             raise BinlogError(f"the rows event of {where} could not be read ({e}); a binlog this reader misreads "
                               "is a bug: report it with the table's definition") from e
 
-    def images(self, ev: Any, where: str) -> list[tuple[Any, ...]] | None:
-        """Every image of a rows event (an update's before and after images alternate), or ``None`` when the
-        library must decode the event (its table map is not the schema's, or an image lacks columns); in that
-        case nothing of the event was read."""
+    def _update_plan(self, ev: Any) -> tuple[ImageReader | None, ImageReader | None]:
+        """The readers of an update event's images whose before images keep only the table's ``before_keep``
+        columns (compiled on first use; the readers of :meth:`_plan` where the table keeps them all)."""
+        keep = self.before_keep.get(TableId(ev.schema, ev.table))
         fast, exact = self._plan(ev)
+        if keep is None or fast is None:
+            return fast, exact
+        got = self._update_plans.get(ev.table_id)
+        if got is None or got[0] is not ev.columns:
+            schema = self.schemas[TableId(ev.schema, ev.table)]
+            got = (ev.columns, compile_images(ev.columns, schema, self.tinyint1_as_boolean, before_keep=keep),
+                   compile_images(ev.columns, schema, self.tinyint1_as_boolean, False, before_keep=keep))
+            self._update_plans[ev.table_id] = got
+        return got[1], got[2]
+
+    def images(self, ev: Any, where: str, update: bool = False) -> list[tuple[Any, ...]] | None:
+        """Every image of a rows event (an update's before and after images alternate: ``update``, whose
+        before images keep the table's ``before_keep`` columns), or ``None`` when the library must decode the
+        event (its table map is not the schema's, or an image lacks columns); in that case nothing of the event
+        was read."""
+        fast, exact = self._update_plan(ev) if update else self._plan(ev)
         if fast is None or exact is None or not _every_column(ev):
             self.library_events += 1
             return None
         self.planned_events += 1
-        data = ev.packet.read(ev.event_size - ev.packet.read_bytes)
+        data, start, end = event_rows(ev)
         try:
             try:
-                return fast(data, 0, len(data))
+                return fast(data, start, end)
             except UnicodeDecodeError:
-                return exact(data, 0, len(data))  # the converter's error names the column and the fix
+                return exact(data, start, end)  # the converter's error names the column and the fix
         except (ValueError, IndexError, struct.error) as e:
             if isinstance(e, UnicodeDecodeError):
                 raise

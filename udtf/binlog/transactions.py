@@ -391,7 +391,8 @@ class TransactionReader:
             n = self.decoders.count(event, where)
             images = None if n is None else [()] * n  # images without values: a count
         else:
-            images = None if self.decoders is None or partial else self.decoders.images(event, where)
+            images = None if self.decoders is None or partial else self.decoders.images(
+                event, where, update=isinstance(event, ev.update))
         if images is None:
             rows = list(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
             self.rows.extend(rows)
