@@ -5,7 +5,8 @@ server compares the key: column after column (pure; no server, no Spark).
 Only chunk keys of integer columns, NOT NULL, take a range: their order is the same in MySQL, in Spark and in
 delta-rs, so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`) are exactly those the source
 reads again. A key of strings (ordered by a collation the lake does not know), of DECIMAL or temporal values
-(literals typed per engine) is snapshotted again whole.
+(literals typed per engine) is snapshotted again whole. A BIGINT UNSIGNED column (a DECIMAL(20, 0) in a lake)
+takes bounds below 2^63 - 1 only (:func:`range_problem`).
 
 Worked example: over ``(a, b)`` the range ``[(1, 5), (3, 0))`` holds every key from ``(1, 5)`` up to, not
 including, ``(3, 0)``; its SQL text says so column by column, each bound one disjunction:
@@ -104,26 +105,43 @@ class KeyRange:
         return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")))
 
 
-def range_problem(columns: Sequence[Any], key: Sequence[str]) -> str | None:
+# delta-rs writes a DECIMAL(20, 0) column's file statistics clamped at 2^63 - 1 (both min and max): a file of
+# keys above keeps 2^63 - 1 as its max, so a delete whose bound is at or above it would pass the file over
+SIGNED_LIMIT = 2**63 - 1
+
+
+def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange | None = None) -> str | None:
     """Why a table whose chunk key is ``key`` (``columns``: its :class:`~mysql_cdc.schema.ColumnInfo` s) takes
-    no key range, or ``None``: the key must be integer columns, NOT NULL, whose lake column is an integer too
-    (BIGINT UNSIGNED is a DECIMAL(20, 0) there, whose file statistics delta-rs clamps at 2^63 - 1 so that a
-    delete skips the files of the keys above; TINYINT(1) may be a BOOLEAN).
+    no key range (or not ``bounds``), or ``None``: the key must be integer columns, NOT NULL, whose lake column
+    is an integer too (TINYINT(1) may be a BOOLEAN), or BIGINT UNSIGNED, whose lake column is a DECIMAL(20, 0):
+    a Delta file's statistics of it are clamped at 2^63 - 1 (:data:`SIGNED_LIMIT`), so a range may not name
+    a value at or above that in such a column (a delete of it would pass over the files of the keys above).
 
     >>> from mysql_cdc.schema import ColumnInfo as C
     >>> range_problem([C("id", "int", "int", False)], ["id"]) is None
     True
-    >>> range_problem([C("id", "bigint", "bigint unsigned", False)], ["id"])
-    'its chunk key id is not of signed integer columns, NOT NULL (id is bigint unsigned)'
+    >>> u = [C("id", "bigint", "bigint unsigned", False)]
+    >>> range_problem(u, ["id"]), range_problem(u, ["id"], KeyRange(("id",), (5,), (2**63 - 2,)))
+    (None, None)
+    >>> range_problem(u, ["id"], KeyRange(("id",), (2**63,)))
+    "its bound 9223372036854775808 of id (bigint unsigned) is not below 2^63 - 1, where the Delta files' statistics end"
+    >>> range_problem([C("id", "int", "int", True)], ["id"])
+    'its chunk key id is not of integer columns, NOT NULL (id is NULL-able int)'
     """
     by = {c.name: c for c in columns}
     if not key or not all(k in by for k in key):
         return "it has no chunk key"
-    bad = [by[k] for k in key if by[k].nullable or not by[k].is_integral or by[k].column_type.startswith("tinyint(1)")
-           or (by[k].data_type == "bigint" and "unsigned" in by[k].column_type)]
+    bad = [by[k] for k in key if by[k].nullable or not by[k].is_integral or by[k].column_type.startswith("tinyint(1)")]
     if bad:
         shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
-        return f"its chunk key {', '.join(key)} is not of signed integer columns, NOT NULL ({shown})"
+        return f"its chunk key {', '.join(key)} is not of integer columns, NOT NULL ({shown})"
+    if bounds is not None:
+        for b in (bounds.start, bounds.end):
+            for name, v in zip(bounds.key_columns, b or ()):
+                c = by.get(name)
+                if c is not None and c.data_type == "bigint" and "unsigned" in c.column_type and v >= SIGNED_LIMIT:
+                    return (f"its bound {v} of {name} ({c.column_type}) is not below 2^63 - 1, where the Delta "
+                            "files' statistics end")
     return None
 
 

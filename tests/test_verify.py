@@ -173,11 +173,12 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         _verify(classic_spark, args, tables=f"{db}[.]nope")  # not "0 of 0 tables checked" and a clean exit
     # key bounds: refused, before anything is recorded, where a table's key takes no range or they are not its key
     with pytest.raises(mysql_cdc.ConfigError, match=r"cannot be read again alone: its chunk key a, b is not of "
-                       r"signed integer columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
+                       r"integer columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
-    with pytest.raises(mysql_cdc.ConfigError,  # (MariaDB's column type: bigint(20) unsigned)
-                       match=r"its chunk key id is .* \(id is bigint(\(20\))? unsigned\); snapshot"):
-        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1")  # DECIMAL(20,0) in a lake
+    with pytest.raises(mysql_cdc.ConfigError,  # a DECIMAL(20,0) in a lake (MariaDB's column type: bigint(20) unsigned)
+                       match=r"id in \[1, 9223372036854775807\) .* its bound 9223372036854775807 of id "
+                             r"\(bigint(\(20\))? unsigned\) is not below 2\^63 - 1, .*; give lower bounds"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**63 - 1))
     z = f"{db}[.]`z%s`"
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="x")
@@ -187,7 +188,10 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="9", key_to="3")
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bounds name a range of one table, but tables"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.](tv|k2)", key_from="1")
-    asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", checkpoint=args["checkpoint"])
+    # tv's key is BIGINT UNSIGNED (its mirror's a DECIMAL(20, 0), whose file statistics delta-rs clamps at
+    # 2^63 - 1, and it holds 2^64 - 1): a range below that is read again alone, every damaged key in it
+    asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to="1000",
+                                 checkpoint=args["checkpoint"])
     assert (asked.request, asked.state) == (1, "waiting")
     # a request for a table that left the capture after it was asked for: passed over, and said so
     StateStore(args["state_dir"]).record_request(ResnapshotRequest((TableId(db, "left"),), "test"))
@@ -199,6 +203,8 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     for request, table in ((0, "k2"), (1, "tv")):
         done = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=request, checkpoint=args["checkpoint"])
         assert done.state == "done" and TableId(db, table) in done.snapshotted, done
+    ranges = {str(t): r.text() for rnd in StateStore(args["state_dir"]).rounds() for t, r in rnd.ranges}
+    assert ranges == {f"{db}.tv": "id in [1, 1000)"}, ranges
     passed = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=2, checkpoint=args["checkpoint"])
     assert passed.state == "passed" and "names no table captured now" in passed.why, passed
     final = _verify(classic_spark, args, recheck_seconds=0)

@@ -336,7 +336,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             d = described.get(t)
             if d is None:
                 out[t] = "it left the source (or the tables captured) before its key range was read again"
-            elif tuple(d.chunk_key) != r.key_columns or range_problem(d.columns, d.chunk_key) is not None:
+            elif tuple(d.chunk_key) != r.key_columns or range_problem(d.columns, d.chunk_key, r) is not None:
                 out[t] = f"its key is no longer the range's ({', '.join(r.key_columns)}): {r.text()} is read whole"
         rest = [t for t in ranged if t not in out]
         if rest and at is not None:
@@ -559,7 +559,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             why = outside_high(rule.highs, at) if rule is not None else "its chunks are not recorded"
             if schema is None or tuple(schema.chunk_key) != r.key_columns:
                 why = f"its chunk key is not {', '.join(r.key_columns)} now"
-            elif (problem := range_problem(schema.columns, schema.chunk_key)) is not None:
+            elif (problem := range_problem(schema.columns, schema.chunk_key, r)) is not None:
                 why = problem
             if isinstance(why, str):
                 log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: %s", t, r.text(), why)

@@ -64,7 +64,12 @@ def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int
         if b is None or isinstance(b, str):
             return parse_bound(b, cols)
         return (b,) if isinstance(b, int) else tuple(b)
-    return KeyRange(cols, bound(start), bound(end))
+    out = KeyRange(cols, bound(start), bound(end))
+    why = range_problem(schema.columns, cols, out)
+    if why is not None:
+        raise ConfigError(f"the key range {out.text()} of {str(table)!r} cannot be read again alone: {why}; give "
+                          "lower bounds, or snapshot the whole table again (leave out the key bounds)")
+    return out
 
 
 def ask(store: StateStore, tables: Sequence[TableId], why: str = "", key_range: KeyRange | None = None) -> int:

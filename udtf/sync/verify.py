@@ -223,7 +223,8 @@ def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[ColumnInfo]) -> s
 
 def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     """The smallest key range holding every key of ``check`` that differs, where a range of the table can be
-    read again (:mod:`mysql_cdc.keyrange`: a chunk key of integer columns, NOT NULL, that is the primary key)
+    read again (:mod:`mysql_cdc.keyrange`: a chunk key of integer columns, NOT NULL, that is the primary key,
+    its BIGINT UNSIGNED values below 2^63 - 1)
     and every differing key is known (no bucket left unnarrowed); else ``None``: the table is read again whole.
 
     >>> from mysql_cdc.schema import ColumnInfo
@@ -232,6 +233,11 @@ def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     >>> differing_range(s, TableCheck("d.t", differing=2, keys=((7,), (3,)))).text()
     'id in [3, 8)'
     >>> differing_range(s, TableCheck("d.t", differing=2, buckets=1, keys=((7,), (3,)))) is None
+    True
+    >>> u = TableSchema(TableId("d", "t"), (ColumnInfo("id", "bigint", "bigint unsigned", False),), ("id",), ("id",))
+    >>> differing_range(u, TableCheck("d.t", differing=1, keys=((Decimal(7),),))).text()  # a lake's DECIMAL(20, 0)
+    'id in [7, 8)'
+    >>> differing_range(u, TableCheck("d.t", differing=2, keys=((Decimal(7),), (Decimal(2**63),)))) is None
     True
     """
     cols = tuple(schema.chunk_key)
@@ -243,7 +249,8 @@ def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     if not all(isinstance(v, int) and not isinstance(v, bool) for k in keys for v in k):
         return None
     low, high = min(keys), max(keys)
-    return KeyRange(cols, tuple(low), (*high[:-1], high[-1] + 1))
+    out = KeyRange(cols, tuple(low), (*high[:-1], high[-1] + 1))
+    return None if range_problem(schema.columns, cols, out) is not None else out
 
 
 def repair_tables(report: VerifyReport, store: StateStore, checkpoint: str, timeout: float, started: float,
