@@ -130,7 +130,8 @@ def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_rel
     mysqldump restore writes them so); they read as NULL (the type table), so a mirror's non-key columns are
     nullable, as Spark's writers make them. A fresh mirror takes them through the snapshot (an append); one made
     before, whose non-key columns kept the source's ``NOT NULL``, is made nullable in place (one metadata commit
-    per column, no file rewritten) and takes them through the binlog (a MERGE)."""
+    per column, no file rewritten) and takes them through the binlog (a MERGE). A zero date in a key column
+    stops the sync with one error that names it (a mirror merges by key)."""
     cur = root.cursor()
     cur.execute("CREATE TABLE z (id INT PRIMARY KEY, d DATE NOT NULL, dt DATETIME NOT NULL, "
                 "ts TIMESTAMP NOT NULL DEFAULT '2000-01-01 00:00:00', v INT NOT NULL)")
@@ -178,6 +179,17 @@ def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_rel
     new = [str(tmp_path / n) for n in ("new", "new-ck", "new-state")]
     sync(*new)
     assert mirror(new[0]) == (nullable, rows)
+
+    # a zero date in a key column: one error that says so, before the batch is written
+    cur.execute("CREATE TABLE zk (d DATE PRIMARY KEY, v INT)")
+    cur.execute("SET SESSION sql_mode = ''")
+    cur.execute("INSERT INTO zk VALUES ('2024-01-01', 1), ('0000-00-00', 2)")
+    cur.execute("SET SESSION sql_mode = DEFAULT")
+    q = mysql_cdc.sync(classic_spark, once=True, to=str(tmp_path / "zk"), checkpoint=str(tmp_path / "zk-ck"),
+                       state_dir=str(tmp_path / "zk-state"), tables=f"{db}[.]zk", source="src",
+                       profiles={"src": profile_url(profile)})
+    with pytest.raises(Exception, match=r"key column\(s\) \['d'\] read as NULL: a zero date"):
+        q.awaitTermination(600)
 
 
 # one server: what the Python API, the Delta tables and the skip of a batch applied do is not server behaviour;
