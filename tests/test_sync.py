@@ -192,6 +192,17 @@ def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_rel
         q.awaitTermination(600)
 
 
+def test_a_reset_of_a_table_without_a_mirror_is_applied_not_called_applied_before(tmp_path: Any) -> None:
+    """A reset (a ``T`` row) of a table whose mirror is not there (nothing to delete) counts as applied; a batch
+    line said "already applied" of it. A reset the table's log holds is skipped: false."""
+    mirror = DeltaMirror(str(tmp_path / "lake"), CdcOptions(), str(tmp_path / "state"))
+    gone, kept = TableId("d", "gone"), TableId("d", "kept")
+    assert mirror.reset(gone, "app", 1) is True
+    deltalake.write_deltalake(table_path(mirror.root, kept), pa.table({"id": [1, 2]}))
+    assert (mirror.reset(kept, "app", 1), mirror.reset(kept, "app", 1)) == (True, False)
+    assert deltalake.DeltaTable(table_path(mirror.root, kept)).to_pyarrow_table().num_rows == 0
+
+
 # one server: what the Python API, the Delta tables and the skip of a batch applied do is not server behaviour;
 # the kill -9 case below runs on both servers
 @pytest.mark.parametrize("server", ["mysql"], indirect=True)

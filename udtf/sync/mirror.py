@@ -283,11 +283,12 @@ class DeltaMirror:
     def reset(self, table: TableId, app_id: str, batch_id: int, key_range: KeyRange | None = None) -> bool:
         """Delete every row of the table's mirror (its table was dropped, truncated, renamed away or is
         snapshotted again: a ``T`` row), or those in ``key_range`` (a ``-R`` row: the range is read again), in
-        a commit with the batch's transaction; false when done already."""
+        a commit with the batch's transaction; false when done already (true where there is no table: nothing to
+        delete, and not a batch the table had already, as the batch's line would say)."""
         dl = _deltalake()
         p = self.path(table)
         if not dl.DeltaTable.is_deltatable(p):
-            return False
+            return True
         t = dl.DeltaTable(p)
         done = t.transaction_version(app_id)
         if done is not None and int(done) >= batch_id:

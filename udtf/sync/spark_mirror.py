@@ -303,9 +303,10 @@ class SparkDeltaMirror:
 
     def reset(self, table: TableId, app_id: str, batch_id: int, key_range: KeyRange | None = None) -> bool:
         """Delete every row of the table's mirror (or those in ``key_range``) in a commit with the batch's
-        transaction; false when the table is not there or had this batch already."""
+        transaction; false when the table had this batch already (true where there is no table: nothing to
+        delete, and nothing to call applied before)."""
         if not self._owner(table)[0]:
-            return False
+            return True
         where = "" if key_range is None else f" WHERE {key_range.predicate(quote)}"
         return self._exactly_once(self.spark, table, app_id, batch_id, f"DELETE FROM {self.name(table)}{where}")
 
@@ -424,7 +425,7 @@ class SparkIcebergMirror(SparkDeltaMirror):
         from pyspark.sql import functions as F
 
         if not self._owner(table)[0]:
-            return False
+            return True  # nothing to delete (not a batch this table had already)
         name = self.name(table)
         if key_range is not None:
             return self._exactly_once(self.spark, table, app_id, batch_id,
