@@ -121,6 +121,14 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
     cur.execute("INSERT INTO big VALUES (5, 5, %s, NULL)", (blob((3 << 19) + 2),))
     sync()
     same()
+    # a table of large values: the binlog's batches replace their keys' rows (an overwrite by a predicate of
+    # the keys, which held a third of a MERGE's memory), in commits that carry the batch's transaction
+    history = deltalake.DeltaTable(table_path(to, TableId(db, "big"))).history()
+    replaced = [h for h in history if h["operation"] == "WRITE"
+                and h["operationParameters"].get("mode") == "Overwrite"]
+    assert replaced and not [h for h in history if h["operation"] == "MERGE"], history
+    assert all("id IN (" in h["operationParameters"]["predicate"] and "mysql_cdc.batch" in h
+               for h in replaced), replaced
 
 
 def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_relaxed_in_place(
@@ -167,13 +175,13 @@ def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_rel
     nullable, rows = mirror(old[0])
     assert nullable == {"id": False, "d": True, "dt": True, "ts": True, "v": True}
     assert rows == [(1, None, dt.datetime(2024, 2, 29, 10), ts, 11), (2, None, None, None, 2)]
-    logs = sorted(glob.glob(os.path.join(table_path(old[0], TableId(db, "z")), "_delta_log", "*.json")))
-    ops = []
-    for f in logs:
-        with open(f) as fh:
-            ops += [json.loads(line)["commitInfo"]["operation"] for line in fh if "commitInfo" in line]
-    assert ops.count("CHANGE COLUMN") == 4 and ops[-1] == "MERGE", ops
-    assert not any(op == "WRITE" for op in ops[ops.index("CHANGE COLUMN"):]), ops  # no rewrite
+    history = sorted(deltalake.DeltaTable(table_path(old[0], TableId(db, "z"))).history(),
+                     key=lambda h: int(h["version"]))
+    ops = [(h["operation"], h["operationParameters"].get("mode"), "predicate" in h["operationParameters"])
+           for h in history]
+    assert [op for op, _, _ in ops].count("CHANGE COLUMN") == 4 and ops[-1] == ("WRITE", "Overwrite", True), ops
+    changed = [op for op, _, _ in ops].index("CHANGE COLUMN")
+    assert all(p for op, _, p in ops[changed:] if op == "WRITE"), ops  # no rewrite of the table: its keys' rows
 
     # a fresh mirror: the zero dates come through the snapshot
     new = [str(tmp_path / n) for n in ("new", "new-ck", "new-state")]
@@ -266,14 +274,16 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
     t02 = deltalake.DeltaTable(table_path(to, TableId(db, "t02_bigu"))).schema()
     fields = {f.name: f for f in t02.fields}
     assert str(fields["id"].type) == 'PrimitiveType("decimal(20,0)")' and not fields["id"].nullable
-    # the snapshot's batches are appended (new keys: no MERGE joins the table), the binlog's merged
-    history = sorted(deltalake.DeltaTable(table_path(to, TableId(db, "t01_int"))).history(),
-                     key=lambda h: int(h["version"]))
-    ops = [h["operation"] for h in history]
-    writes = ops.count("WRITE")
-    assert ops[0] == "CREATE TABLE" and writes and ops[1:1 + writes] == ["WRITE"] * writes, ops
-    assert set(ops[1 + writes:]) == {"MERGE"}, ops
-    assert all(h["operationParameters"]["mode"] == "Append" for h in history if h["operation"] == "WRITE"), history
+    # the snapshot's batches are appended (new keys: no MERGE joins the table), the binlog's replace their keys'
+    # rows (an overwrite by a predicate of the keys) or merge (more keys than a predicate takes)
+    for t in ("t01_int", "t04_comp"):
+        history = sorted(deltalake.DeltaTable(table_path(to, TableId(db, t))).history(),
+                         key=lambda h: int(h["version"]))
+        kinds = [h["operationParameters"]["mode"] if h["operation"] == "WRITE" else h["operation"] for h in history]
+        n = kinds.index("Overwrite")  # the binlog's first batch of the table
+        assert kinds[0] == "CREATE TABLE" and n > 1 and set(kinds[1:n]) == {"Append"}, kinds
+        assert set(kinds[n:]) <= {"Overwrite", "MERGE"}, kinds
+        assert all(h["operationParameters"]["predicate"] for h, k in zip(history, kinds) if k == "Overwrite")
     # a batch that Spark runs again is skipped on a table whose log holds it: here a batch deleting every row
     # of t01_int, given as the last batch applied to it, changes nothing; as a new batch it deletes them all
     schema = StateStore(state).schema(TableId(db, "t01_int"))

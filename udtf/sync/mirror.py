@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.ids import TableId
@@ -30,6 +31,7 @@ from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.schema.evolve import evolve_rows
 from mysql_cdc.udtf.sync.lake_types import lake_arrow_type, unindexed_columns
 from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, ORDER_COLUMN, final_images, merge_fields
+from mysql_cdc.udtf.sync.replace_keys import keys_predicate
 from mysql_cdc.udtf.sync.target import local_path, writable
 
 # the sync's stream options unless given: micro-batches the driver can hold (each batch is collected there)
@@ -304,7 +306,9 @@ class DeltaMirror:
         table's log already holds this batch (or a later one) of ``app_id``. ``append``: the rows are new keys,
         one row each (:func:`.last_image.appends`: a table's snapshot rows), written without a MERGE, so the
         table's files are neither scanned nor joined (a MERGE read them all: a table of large values held each
-        earlier batch's values again in memory)."""
+        earlier batch's values again in memory). Otherwise the batch's keys' rows are replaced by their last
+        images in one overwrite by a predicate of the keys, where :func:`.replace_keys.keys_predicate` can name
+        them (integer and string keys, up to 1,000 of them), and merged where it cannot."""
         dl = _deltalake()
         want = delta_schema(schema, self.opts)
         if schema.table not in self._schemas:
@@ -330,12 +334,21 @@ class DeltaMirror:
             dl.write_deltalake(table, pa.Table.from_arrays(cols, schema=want), mode="append",
                                writer_properties=writer_properties(schema), commit_properties=commit)
             return self._written(table)
-        src = pa.Table.from_arrays([*cols, src.column(DELETE_COLUMN)],
-                                   schema=pa.schema([*merge_fields(want, schema.primary_key),
-                                                     pa.field(DELETE_COLUMN, pa.bool_(), False)]))
 
         def q(name: str) -> str:
             return "`" + name.replace("`", "``") + "`"
+        # the batch's keys' rows replaced where a predicate names them (replace_keys: the same rows as a MERGE,
+        # in one commit; a large value held a third as much)
+        where = keys_predicate(pa.table({k: cols[want.get_field_index(k)] for k in schema.primary_key}),
+                               schema.primary_key, q)
+        if where is not None:
+            data = pa.Table.from_arrays(cols, schema=want).filter(pc.invert(src.column(DELETE_COLUMN)))
+            dl.write_deltalake(table, data, mode="overwrite", predicate=where,
+                               writer_properties=writer_properties(schema), commit_properties=commit)
+            return self._written(table)
+        src = pa.Table.from_arrays([*cols, src.column(DELETE_COLUMN)],
+                                   schema=pa.schema([*merge_fields(want, schema.primary_key),
+                                                     pa.field(DELETE_COLUMN, pa.bool_(), False)]))
         on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in schema.primary_key)
         sets = {q(f.name): f"s.{q(f.name)}" for f in want}
         flag = f"s.{q(DELETE_COLUMN)}"
