@@ -460,6 +460,15 @@ def event_rows(ev: Any) -> tuple[bytes, int, int]:
     return rows, 0, len(rows)
 
 
+def _let_go(ev: Any, data: bytes) -> None:
+    """Once a rows event's images are decoded, its packet's bytes go (nothing reads them again): an update of a
+    256 MB value is a 512 MB event, which the event (held until the reader fetches the next one) kept alive
+    while its rows were encoded downstream."""
+    inner = getattr(ev.packet, "packet", None)
+    if inner is not None and getattr(inner, "_data", None) is data:
+        inner._data, inner._position = b"", 0
+
+
 def _every_column(ev: Any) -> bool:
     """Every image of a rows event holds every column (binlog_row_image FULL): what a compiled plan reads."""
     full = (1 << len(ev.columns)) - 1
@@ -550,9 +559,11 @@ class RowDecoders:
         data, start, end = event_rows(ev)
         try:
             try:
-                return fast(data, start, end)
+                out = fast(data, start, end)
             except UnicodeDecodeError:
-                return exact(data, start, end)  # the converter's error names the column and the fix
+                out = exact(data, start, end)  # the converter's error names the column and the fix
+            _let_go(ev, data)
+            return out
         except (ValueError, IndexError, struct.error) as e:
             if isinstance(e, UnicodeDecodeError):
                 raise
