@@ -6,7 +6,7 @@ Only chunk keys of integer columns, NOT NULL, take a range: their order is the s
 delta-rs, so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`) are exactly those the source
 reads again. A key of strings (ordered by a collation the lake does not know), of DECIMAL or temporal values
 (literals typed per engine) is snapshotted again whole. A BIGINT UNSIGNED column (a DECIMAL(20, 0) in a lake)
-takes bounds below 2^63 - 1 only (:func:`range_problem`).
+takes bounds below 2^53 only (:func:`range_problem`).
 
 Worked example: over ``(a, b)`` the range ``[(1, 5), (3, 0))`` holds every key from ``(1, 5)`` up to, not
 including, ``(3, 0)``; its SQL text says so column by column, each bound one disjunction:
@@ -105,26 +105,29 @@ class KeyRange:
         return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")))
 
 
-# delta-rs writes a DECIMAL(20, 0) column's file statistics clamped at 2^63 - 1 (both min and max): a file of
-# keys above keeps 2^63 - 1 as its max, so a delete whose bound is at or above it would pass the file over
-SIGNED_LIMIT = 2**63 - 1
+# delta-rs writes a DECIMAL(20, 0) column's file statistics through a double: exact below 2^53 only (a file of
+# keys 2^60 + 1 to 2^60 + 4 says min = max = 2^60; above 2^63 - 1 they stop there). Rounding keeps the order,
+# so a bound below 2^53 compares with every rounded statistic as with its value; one at or above may skip a
+# file that holds keys of the range, or drop one whole that holds keys outside it.
+EXACT_LIMIT = 2**53
 
 
 def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange | None = None) -> str | None:
     """Why a table whose chunk key is ``key`` (``columns``: its :class:`~mysql_cdc.schema.ColumnInfo` s) takes
     no key range (or not ``bounds``), or ``None``: the key must be integer columns, NOT NULL, whose lake column
     is an integer too (TINYINT(1) may be a BOOLEAN), or BIGINT UNSIGNED, whose lake column is a DECIMAL(20, 0):
-    a Delta file's statistics of it are clamped at 2^63 - 1 (:data:`SIGNED_LIMIT`), so a range may not name
-    a value at or above that in such a column (a delete of it would pass over the files of the keys above).
+    delta-rs keeps a Delta file's statistics of it as doubles, exact below 2^53 (:data:`EXACT_LIMIT`) only, so
+    a range may not name a value at or above that in such a column (a delete of it would skip files of keys
+    in the range, or drop files of keys outside it).
 
     >>> from mysql_cdc.schema import ColumnInfo as C
     >>> range_problem([C("id", "int", "int", False)], ["id"]) is None
     True
     >>> u = [C("id", "bigint", "bigint unsigned", False)]
-    >>> range_problem(u, ["id"]), range_problem(u, ["id"], KeyRange(("id",), (5,), (2**63 - 2,)))
+    >>> range_problem(u, ["id"]), range_problem(u, ["id"], KeyRange(("id",), (5,), (2**53 - 1,)))
     (None, None)
-    >>> range_problem(u, ["id"], KeyRange(("id",), (2**63,)))
-    "its bound 9223372036854775808 of id (bigint unsigned) is not below 2^63 - 1, where the Delta files' statistics end"
+    >>> range_problem(u, ["id"], KeyRange(("id",), (2**53,)))
+    "its bound 9007199254740992 of id (bigint unsigned) is not below 2^53, where the Delta files' statistics end"
     >>> range_problem([C("id", "int", "int", True)], ["id"])
     'its chunk key id is not of integer columns, NOT NULL (id is NULL-able int)'
     """
@@ -139,9 +142,9 @@ def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange |
         for b in (bounds.start, bounds.end):
             for name, v in zip(bounds.key_columns, b or ()):
                 c = by.get(name)
-                if c is not None and c.data_type == "bigint" and "unsigned" in c.column_type and v >= SIGNED_LIMIT:
-                    return (f"its bound {v} of {name} ({c.column_type}) is not below 2^63 - 1, where the Delta "
-                            "files' statistics end")
+                if c is not None and c.data_type == "bigint" and "unsigned" in c.column_type and v >= EXACT_LIMIT:
+                    return (f"its bound {v} of {name} ({c.column_type}) is not below 2^53, where the Delta files' "
+                            "statistics end")
     return None
 
 

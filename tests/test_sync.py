@@ -101,8 +101,8 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
 
     sync()
     same()
-    # the mirror's files: Snappy, as delta-rs writes by default; min/max statistics for the key, none for the
-    # columns of large values (a Parquet writer holds those whole while it writes)
+    # the mirror's files: Snappy, as delta-rs writes by default; min/max statistics for the key and the text
+    # (cut to 64 bytes), none for the BLOB (a Parquet writer holds those whole while it writes)
     import pyarrow.parquet as pq
     files = glob.glob(os.path.join(table_path(to, TableId(db, "big")), "*.parquet"))
     assert files
@@ -113,7 +113,12 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
                     for i in range(meta.num_columns)}
             assert {c.compression for c in cols.values()} == {"SNAPPY"}, f
             stats = {n: c.statistics is not None and c.statistics.has_min_max for n, c in cols.items()}
-            assert stats["id"] and not stats["payload"] and not stats["note"], stats
+            assert stats["id"] and not stats["payload"] and stats["note"], stats
+            assert len(cols["note"].statistics.max.encode()) <= 64  # cut, not the 1 MB text whole
+    # delta-rs's own pyarrow reader finds rows by a filter on the text column (it reads a string column without
+    # statistics as all NULL: a filter on it found nothing)
+    found = deltalake.DeltaTable(table_path(to, TableId(db, "big"))).to_pyarrow_table(filters=[("note", "=", "small")])
+    assert found.column("id").to_pylist() == [4]
     cur.execute("UPDATE big SET payload = %s WHERE id = 1", (blob(2 << 20),))
     cur.execute("UPDATE big SET id = 30, v = 33 WHERE id = 3")  # the key moves with its large value
     cur.execute("UPDATE big SET v = 44, payload = %s WHERE id = 4", (blob(5 << 20),))
@@ -162,7 +167,9 @@ def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_rel
     monkeypatch.setattr(mirror_mod, "delta_schema", lambda s, o: pa.schema(
         [f.with_nullable(s.column(f.name).nullable and f.name not in s.primary_key) for f in rule(s, o)]))
     old = [str(tmp_path / n) for n in ("old", "old-ck", "old-state")]
+    older = [str(tmp_path / n) for n in ("older", "older-ck", "older-state")]  # for a delta-rs without the alter
     sync(*old)
+    sync(*older)
     assert mirror(old[0])[0] == {"id": False, "d": False, "dt": False, "ts": False, "v": False}
     monkeypatch.undo()
     cur.execute("SET SESSION sql_mode = ''")
@@ -187,6 +194,15 @@ def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_rel
     new = [str(tmp_path / n) for n in ("new", "new-ck", "new-state")]
     sync(*new)
     assert mirror(new[0]) == (nullable, rows)
+    # a delta-rs without alter.drop_column_not_null (older 1.x): the older mirror is rewritten whole instead
+    from deltalake.table import TableAlterer
+    monkeypatch.delattr(TableAlterer, "drop_column_not_null")
+    sync(*older)
+    assert mirror(older[0]) == (nullable, rows)
+    history = deltalake.DeltaTable(table_path(older[0], TableId(db, "z"))).history()
+    assert any(h["operation"] == "WRITE" and h["operationParameters"].get("mode") == "Overwrite"
+               and "predicate" not in h["operationParameters"] for h in history), history
+    monkeypatch.undo()
 
     # a zero date in a key column: one error that says so, before the batch is written
     cur.execute("CREATE TABLE zk (d DATE PRIMARY KEY, v INT)")
@@ -275,14 +291,15 @@ def test_sync_mirrors_a_dozen_tables_into_delta_under_writers(
     fields = {f.name: f for f in t02.fields}
     assert str(fields["id"].type) == 'PrimitiveType("decimal(20,0)")' and not fields["id"].nullable
     # the snapshot's batches are appended (new keys: no MERGE joins the table), the binlog's replace their keys'
-    # rows (an overwrite by a predicate of the keys) or merge (more keys than a predicate takes)
-    for t in ("t01_int", "t04_comp"):
+    # rows (an overwrite by a predicate of the keys: integer and string keys of one column) or merge (a key of
+    # two columns, or more keys than a predicate takes)
+    for t, binlog in (("t01_int", {"Overwrite"}), ("t03_ci", {"Overwrite"}), ("t04_comp", {"MERGE"})):
         history = sorted(deltalake.DeltaTable(table_path(to, TableId(db, t))).history(),
                          key=lambda h: int(h["version"]))
         kinds = [h["operationParameters"]["mode"] if h["operation"] == "WRITE" else h["operation"] for h in history]
-        n = kinds.index("Overwrite")  # the binlog's first batch of the table
+        n = next(i for i, k in enumerate(kinds) if k in ("Overwrite", "MERGE"))  # the binlog's first batch
         assert kinds[0] == "CREATE TABLE" and n > 1 and set(kinds[1:n]) == {"Append"}, kinds
-        assert set(kinds[n:]) <= {"Overwrite", "MERGE"}, kinds
+        assert binlog <= set(kinds[n:]) <= {"Overwrite", "MERGE"}, (t, kinds)
         assert all(h["operationParameters"]["predicate"] for h, k in zip(history, kinds) if k == "Overwrite")
     # a batch that Spark runs again is skipped on a table whose log holds it: here a batch deleting every row
     # of t01_int, given as the last batch applied to it, changes nothing; as a new batch it deletes them all

@@ -176,9 +176,9 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
                        r"integer columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
     with pytest.raises(mysql_cdc.ConfigError,  # a DECIMAL(20,0) in a lake (MariaDB's column type: bigint(20) unsigned)
-                       match=r"id in \[1, 9223372036854775807\) .* its bound 9223372036854775807 of id "
-                             r"\(bigint(\(20\))? unsigned\) is not below 2\^63 - 1, .*; give lower bounds"):
-        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**63 - 1))
+                       match=r"id in \[1, 9007199254740992\) .* its bound 9007199254740992 of id "
+                             r"\(bigint(\(20\))? unsigned\) is not below 2\^53, .*; give lower bounds"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**53))
     z = f"{db}[.]`z%s`"
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="x")
@@ -188,8 +188,8 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="9", key_to="3")
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bounds name a range of one table, but tables"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.](tv|k2)", key_from="1")
-    # tv's key is BIGINT UNSIGNED (its mirror's a DECIMAL(20, 0), whose file statistics delta-rs clamps at
-    # 2^63 - 1, and it holds 2^64 - 1): a range below that is read again alone, every damaged key in it
+    # tv's key is BIGINT UNSIGNED (its mirror's a DECIMAL(20, 0), whose file statistics delta-rs keeps as
+    # doubles, and it holds 2^64 - 1): a range below 2^53 is read again alone, every damaged key in it
     asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to="1000",
                                  checkpoint=args["checkpoint"])
     assert (asked.request, asked.state) == (1, "waiting")

@@ -452,7 +452,7 @@ def event_rows(ev: Any) -> tuple[bytes, int, int]:
     size = int(ev.event_size - wrapper.read_bytes)
     inner = getattr(wrapper, "packet", None)
     data, start = getattr(inner, "_data", None), getattr(inner, "_position", None)
-    if (not getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"") and isinstance(data, bytes)
+    if (getattr(wrapper, "_BinLogPacketWrapper__data_buffer", None) == b"" and isinstance(data, bytes)
             and isinstance(start, int) and start + size <= len(data)):
         wrapper.advance(size)
         return data, start, start + size

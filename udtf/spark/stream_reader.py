@@ -336,8 +336,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             d = described.get(t)
             if d is None:
                 out[t] = "it left the source (or the tables captured) before its key range was read again"
-            elif tuple(d.chunk_key) != r.key_columns or range_problem(d.columns, d.chunk_key, r) is not None:
+            elif tuple(d.chunk_key) != r.key_columns:
                 out[t] = f"its key is no longer the range's ({', '.join(r.key_columns)}): {r.text()} is read whole"
+            elif (problem := range_problem(d.columns, d.chunk_key, r)) is not None:
+                out[t] = f"{problem}: {r.text()} is read whole"
         rest = [t for t in ranged if t not in out]
         if rest and at is not None:
             phase = BinlogPhase(self.profile, self.facts, self.opts, self._schemas_of(rest), {})

@@ -20,12 +20,13 @@ the table has none, and the sink still merges by the key (:func:`identifier_fiel
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
 import pyarrow as pa
 
-from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, TEXT_TYPES
+from mysql_cdc.types import BLOB_TYPES, GEO_TYPES
 
 Format = Literal["delta", "iceberg"]
 FORMATS: tuple[Format, ...] = ("delta", "iceberg")
@@ -124,24 +125,45 @@ def identifier_fields(key: Sequence[tuple[str, str]], fmt: Format) -> tuple[str,
     return tuple(name for name, _ in key)
 
 
-# the BLOB and TEXT types (the string types less the sized ones), JSON and geometry
-LARGE_VALUE_TYPES = frozenset((TEXT_TYPES | BLOB_TYPES) - {"char", "varchar", "binary", "varbinary"}
-                              | {"json"} | GEO_TYPES)
+# the BLOB types (the binary types less the sized ones) and geometry: values up to gigabytes, binary in a lake
+LARGE_BINARY_TYPES = frozenset(BLOB_TYPES - {"binary", "varbinary"} | GEO_TYPES)
 
 
-def unindexed_columns(columns: Sequence[tuple[str, str]], key: Sequence[str]) -> tuple[str, ...]:
-    """The columns of a mirror table whose Parquet files get no min/max statistics: those that are not in the key
-    and whose MySQL type (``data_type``, lower case) holds values up to gigabytes (BLOB, TEXT, JSON, geometry).
+def _inexact_in_a_double(data_type: str, column_type: str) -> bool:
+    """A DECIMAL of more than 15 digits (BIGINT UNSIGNED is a DECIMAL(20, 0) in a lake)."""
+    if data_type == "bigint":
+        return "unsigned" in column_type
+    if data_type not in ("decimal", "numeric"):
+        return False
+    digits = re.match(r"\w+\((\d+)", column_type)
+    return int(digits.group(1)) > 15 if digits else False
+
+
+def unindexed_columns(columns: Sequence[tuple[str, str, str]], key: Sequence[str]) -> tuple[str, ...]:
+    """The columns of a delta-rs mirror table whose Parquet files get no statistics: those that are not in the
+    key and whose MySQL type (``data_type`` and ``column_type``, lower case) is a BLOB or geometry (binary values
+    up to gigabytes), or a DECIMAL of more than 15 digits (BIGINT UNSIGNED too).
 
     Why: the Parquet writer keeps a column chunk's smallest and largest value whole while it writes, so a file of
-    one 256 MB value held two more copies of it (delta-rs 1.6, Snappy, measured: 1,090 MB above the data with
-    statistics, 578 MB without). Nothing reads them: merges, deletes and verify prune files by the key's
-    statistics only.
+    one 256 MB value held two more copies of it (delta-rs 1.6, Snappy, measured: 1,104 MB above the data with
+    statistics, 592 MB without); a binary column's statistics never reach the Delta log, so no reader loses
+    any. And delta-rs writes a DECIMAL column's statistics into the Delta log through a double (values
+    1234567890123456.1234 and .1236: min = max = 1234567890123456.0, measured with 1.6.6): a reader that skips
+    files by them (Spark, Trino, DuckDB) would skip the file holding ``d = ...1234``. Nothing of ours reads
+    them: merges, deletes and verify prune files by the key's statistics (a key keeps them: our range deletes
+    take BIGINT UNSIGNED bounds below 2^53 only, ``mysql_cdc.keyrange``). TEXT and JSON keep theirs (truncated
+    to 64 bytes), though a 256 MB text costs the writer as much: delta-rs's own pyarrow dataset
+    (``to_pyarrow_dataset``, ``to_pyarrow_table(filters=...)``) reads a string column without statistics as if
+    every value were NULL, and a filter on it would find no row (its DataFusion ``QueryBuilder`` finds them).
 
-    >>> unindexed_columns([("id", "int"), ("doc", "json"), ("photo", "longblob"), ("name", "varchar")], ["id"])
-    ('doc', 'photo')
-    >>> unindexed_columns([("k", "text"), ("n", "int")], ["k"])  # a key column keeps them, whatever its type
+    >>> cols = [("id", "int", "int"), ("doc", "json", "json"), ("photo", "longblob", "longblob"),
+    ...         ("name", "varchar", "varchar(8)"), ("price", "decimal", "decimal(10,2)"),
+    ...         ("total", "decimal", "decimal(30,4) unsigned"), ("n", "bigint", "bigint(20) unsigned")]
+    >>> unindexed_columns(cols, ["id"])
+    ('photo', 'total', 'n')
+    >>> unindexed_columns([("k", "blob", "blob"), ("u", "bigint", "bigint unsigned")], ["k", "u"])  # keys keep them
     ()
     """
     keyed = set(key)
-    return tuple(name for name, data_type in columns if data_type in LARGE_VALUE_TYPES and name not in keyed)
+    return tuple(name for name, data_type, column_type in columns if name not in keyed and (
+        data_type in LARGE_BINARY_TYPES or _inexact_in_a_double(data_type, column_type)))

@@ -65,19 +65,21 @@ def delta_schema(schema: TableSchema, opts: CdcOptions) -> pa.Schema:
 
 
 def relaxed_columns(have: pa.Schema, want: pa.Schema) -> list[str] | None:
-    """The columns a table made as ``have`` needs made nullable to be ``want``, when nothing else differs
-    (``None`` otherwise: the columns, their types, or a nullable column that should not be).
+    """The columns a table made as ``have`` needs made nullable to be ``want``, when its columns and types are
+    ``want``'s (``None`` otherwise). A column nullable in ``have`` that ``want`` has NOT NULL (a key column the
+    table was made without) is not this rule's: Delta cannot make a column NOT NULL (see :meth:`DeltaMirror.evolve`).
 
     >>> f = pa.field
     >>> have = pa.schema([f("id", pa.int32(), False), f("d", pa.date32(), False), f("v", pa.string())])
     >>> relaxed_columns(have, pa.schema([f("id", pa.int32(), False), f("d", pa.date32()), f("v", pa.string())]))
     ['d']
-    >>> relaxed_columns(have, have), relaxed_columns(pa.schema([f("id", pa.int32()), *list(have)[1:]]), have)
+    >>> relaxed_columns(have, have), relaxed_columns(have, pa.schema([f("id", pa.int64()), *list(have)[1:]]))
     ([], None)
+    >>> relaxed_columns(pa.schema([f("id", pa.int32()), *list(have)[1:]]), pa.schema([f("id", pa.int32(), False),
+    ...                 f("d", pa.date32()), f("v", pa.string())]))  # the key nullable: d relaxed all the same
+    ['d']
     """
     if _same_columns(have, want) is not None:
-        return None
-    if any(h.nullable and not w.nullable for h, w in zip(have, want)):
         return None
     return [w.name for h, w in zip(have, want) if w.nullable and not h.nullable]
 
@@ -206,8 +208,10 @@ class DeltaMirror:
                                      "made this one")
                 if diff is not None:  # the source table changed since (a schema change followed): follow it
                     self.evolve(s)
-                else:
-                    self._relax(existing, s.table, relaxed_columns(pa.schema(existing.schema().to_arrow()), want))
+                else:  # made before its non-key columns were nullable: relaxed in place, else rewritten
+                    relax = relaxed_columns(pa.schema(existing.schema().to_arrow()), want)
+                    if relax and not self._relax(existing, s.table, relax):
+                        self.evolve(s)
             elif made is not None:
                 raise StateError(f"the Delta table of {str(s.table)!r} that this capture made at {made!r} is "
                                  f"missing at {p!r}, and rows were merged into it already: put it back (or give "
@@ -241,10 +245,11 @@ class DeltaMirror:
         table = dl.DeltaTable(p)
         have = pa.schema(table.schema().to_arrow())
         self._schemas[schema.table] = want
-        if self._relax(table, schema.table, relaxed_columns(have, want)):
-            return True
+        relaxed = self._relax(table, schema.table, relaxed_columns(have, want))
+        if relaxed:
+            have = pa.schema(dl.DeltaTable(p).schema().to_arrow())
         if _same_columns(have, want) is None and [f.nullable for f in have] == [f.nullable for f in want]:
-            return False
+            return relaxed
         dataset = table.to_pyarrow_dataset()
         count = dataset.count_rows()
         data: Any = want.empty_table()
@@ -377,7 +382,7 @@ def writer_properties(schema: TableSchema | None) -> Any:
     again here (without them the files were written uncompressed, and a long VARCHAR's statistics whole)."""
     if schema is None:
         return None
-    names = unindexed_columns([(c.name, c.data_type) for c in schema.columns], schema.primary_key)
+    names = unindexed_columns([(c.name, c.data_type, c.column_type) for c in schema.columns], schema.primary_key)
     if not names:
         return None
     dl = _deltalake()

@@ -224,7 +224,7 @@ def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[ColumnInfo]) -> s
 def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     """The smallest key range holding every key of ``check`` that differs, where a range of the table can be
     read again (:mod:`mysql_cdc.keyrange`: a chunk key of integer columns, NOT NULL, that is the primary key,
-    its BIGINT UNSIGNED values below 2^63 - 1)
+    its BIGINT UNSIGNED values below 2^53)
     and every differing key is known (no bucket left unnarrowed); else ``None``: the table is read again whole.
 
     >>> from mysql_cdc.schema import ColumnInfo
@@ -237,7 +237,7 @@ def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     >>> u = TableSchema(TableId("d", "t"), (ColumnInfo("id", "bigint", "bigint unsigned", False),), ("id",), ("id",))
     >>> differing_range(u, TableCheck("d.t", differing=1, keys=((Decimal(7),),))).text()  # a lake's DECIMAL(20, 0)
     'id in [7, 8)'
-    >>> differing_range(u, TableCheck("d.t", differing=2, keys=((Decimal(7),), (Decimal(2**63),)))) is None
+    >>> differing_range(u, TableCheck("d.t", differing=2, keys=((Decimal(7),), (Decimal(2**53),)))) is None
     True
     """
     cols = tuple(schema.chunk_key)
