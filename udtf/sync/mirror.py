@@ -313,7 +313,7 @@ class DeltaMirror:
         table's files are neither scanned nor joined (a MERGE read them all: a table of large values held each
         earlier batch's values again in memory). Otherwise the batch's keys' rows are replaced by their last
         images in one overwrite by a predicate of the keys, where :func:`.replace_keys.keys_predicate` can name
-        them (integer and string keys, up to 1,000 of them), and merged where it cannot."""
+        them (a one-column key of integers or strings, up to 1,000 keys), and merged where it cannot."""
         dl = _deltalake()
         want = delta_schema(schema, self.opts)
         if schema.table not in self._schemas:
