@@ -143,8 +143,8 @@ def test_zero_dates_in_not_null_columns_mirror_as_null_and_older_mirrors_are_rel
     mysqldump restore writes them so); they read as NULL (the type table), so a mirror's non-key columns are
     nullable, as Spark's writers make them. A fresh mirror takes them through the snapshot (an append); one made
     before, whose non-key columns kept the source's ``NOT NULL``, is made nullable in place (one metadata commit
-    per column, no file rewritten) and takes them through the binlog (a MERGE). A zero date in a key column
-    stops the sync with one error that names it (a mirror merges by key)."""
+    per column, no file rewritten) and takes them through the binlog (its keys' rows replaced). A zero date in a
+    key column stops the sync with one error that names it (a mirror merges by key)."""
     cur = root.cursor()
     cur.execute("CREATE TABLE z (id INT PRIMARY KEY, d DATE NOT NULL, dt DATETIME NOT NULL, "
                 "ts TIMESTAMP NOT NULL DEFAULT '2000-01-01 00:00:00', v INT NOT NULL)")

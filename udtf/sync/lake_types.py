@@ -20,7 +20,6 @@ the table has none, and the sink still merges by the key (:func:`identifier_fiel
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -129,20 +128,11 @@ def identifier_fields(key: Sequence[tuple[str, str]], fmt: Format) -> tuple[str,
 LARGE_BINARY_TYPES = frozenset(BLOB_TYPES - {"binary", "varbinary"} | GEO_TYPES)
 
 
-def _inexact_in_a_double(data_type: str, column_type: str) -> bool:
-    """A DECIMAL of more than 15 digits (BIGINT UNSIGNED is a DECIMAL(20, 0) in a lake)."""
-    if data_type == "bigint":
-        return "unsigned" in column_type
-    if data_type not in ("decimal", "numeric"):
-        return False
-    digits = re.match(r"\w+\((\d+)", column_type)
-    return int(digits.group(1)) > 15 if digits else False
-
-
-def unindexed_columns(columns: Sequence[tuple[str, str, str]], key: Sequence[str]) -> tuple[str, ...]:
+def unindexed_columns(columns: Sequence[tuple[str, str, pa.DataType]], key: Sequence[str]) -> tuple[str, ...]:
     """The columns of a delta-rs mirror table whose Parquet files get no statistics: those that are not in the
-    key and whose MySQL type (``data_type`` and ``column_type``, lower case) is a BLOB or geometry (binary values
-    up to gigabytes), or a DECIMAL of more than 15 digits (BIGINT UNSIGNED too).
+    key and whose MySQL type (``data_type``, lower case) is a BLOB or geometry (binary values up to gigabytes),
+    or whose type in the lake (the Arrow type of the type table's) is a DECIMAL of more than 15 digits (BIGINT
+    UNSIGNED's DECIMAL(20, 0) too; a DECIMAL over 38 digits is a STRING there, and keeps them).
 
     Why: the Parquet writer keeps a column chunk's smallest and largest value whole while it writes, so a file of
     one 256 MB value held two more copies of it (delta-rs 1.6, Snappy, measured: 1,104 MB above the data with
@@ -156,14 +146,15 @@ def unindexed_columns(columns: Sequence[tuple[str, str, str]], key: Sequence[str
     (``to_pyarrow_dataset``, ``to_pyarrow_table(filters=...)``) reads a string column without statistics as if
     every value were NULL, and a filter on it would find no row (its DataFusion ``QueryBuilder`` finds them).
 
-    >>> cols = [("id", "int", "int"), ("doc", "json", "json"), ("photo", "longblob", "longblob"),
-    ...         ("name", "varchar", "varchar(8)"), ("price", "decimal", "decimal(10,2)"),
-    ...         ("total", "decimal", "decimal(30,4) unsigned"), ("n", "bigint", "bigint(20) unsigned")]
+    >>> cols = [("id", "int", pa.int32()), ("doc", "json", pa.string()), ("photo", "longblob", pa.binary()),
+    ...         ("name", "varchar", pa.string()), ("price", "decimal", pa.decimal128(10, 2)),
+    ...         ("total", "decimal", pa.decimal128(30, 4)), ("n", "bigint", pa.decimal128(20, 0)),
+    ...         ("huge", "decimal", pa.string())]  # DECIMAL(65,30)
     >>> unindexed_columns(cols, ["id"])
     ('photo', 'total', 'n')
-    >>> unindexed_columns([("k", "blob", "blob"), ("u", "bigint", "bigint unsigned")], ["k", "u"])  # keys keep them
+    >>> unindexed_columns([("k", "blob", pa.binary()), ("u", "bigint", pa.decimal128(20, 0))], ["k", "u"])  # keys
     ()
     """
     keyed = set(key)
-    return tuple(name for name, data_type, column_type in columns if name not in keyed and (
-        data_type in LARGE_BINARY_TYPES or _inexact_in_a_double(data_type, column_type)))
+    return tuple(name for name, data_type, lake in columns if name not in keyed and (
+        data_type in LARGE_BINARY_TYPES or (pa.types.is_decimal(lake) and lake.precision > 15)))

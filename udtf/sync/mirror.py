@@ -27,6 +27,7 @@ from mysql_cdc.rows import (
 from mysql_cdc.schema import EVOLVE, RESET, SNAPSHOT, TableSchema
 from mysql_cdc.state.history import HistoryEntry, renames_since
 from mysql_cdc.state.store import StateStore, make_dirs, tighten_umask
+from mysql_cdc.types import arrow_type, spark_type
 from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.schema.evolve import evolve_rows
 from mysql_cdc.udtf.sync.lake_types import lake_arrow_type, unindexed_columns
@@ -245,9 +246,10 @@ class DeltaMirror:
         table = dl.DeltaTable(p)
         have = pa.schema(table.schema().to_arrow())
         self._schemas[schema.table] = want
-        relaxed = self._relax(table, schema.table, relaxed_columns(have, want))
+        relax = relaxed_columns(have, want) or []
+        relaxed = self._relax(table, schema.table, relax)
         if relaxed:
-            have = pa.schema(dl.DeltaTable(p).schema().to_arrow())
+            have = pa.schema([f.with_nullable(True) if f.name in relax else f for f in have])
         if _same_columns(have, want) is None and [f.nullable for f in have] == [f.nullable for f in want]:
             return relaxed
         dataset = table.to_pyarrow_dataset()
@@ -382,7 +384,8 @@ def writer_properties(schema: TableSchema | None) -> Any:
     again here (without them the files were written uncompressed, and a long VARCHAR's statistics whole)."""
     if schema is None:
         return None
-    names = unindexed_columns([(c.name, c.data_type, c.column_type) for c in schema.columns], schema.primary_key)
+    names = unindexed_columns([(c.name, c.data_type, arrow_type(spark_type(c))) for c in schema.columns],
+                              schema.primary_key)
     if not names:
         return None
     dl = _deltalake()
