@@ -16,8 +16,9 @@ it reads that range with:
 - this project's core reader, ``BinlogPhase.changes`` (transactions, the emit decision, canonical values), with
   the library's decoder (``row_decoder=library``, the reader before issue 15) and with the decoder compiled per
   table map (``row_decoder=planned``, the default);
-- ``BinlogPhase.runs``: the same change rows by rows event (``ChangeRun``), as the Spark surfaces take them
-  since issue 32 (no object made per change row);
+- ``BinlogPhase.runs`` into Arrow batches: the same change rows by rows event (``ChangeRun``), made into the
+  record batches the Spark surfaces hand to Spark (a rows event's images walked, then read column by column
+  for a batch of events at once: ``udtf/binlog/columns.py``), in the same process, without Spark;
 - the same, the range cut in two at a transaction boundary (``BinlogPhase.split``, as parallel catch-up cuts
   it) and read by two processes at once;
 - Flink CDC's MySQL source (``flink-sql-connector-mysql-cdc`` 3.5.0 on Flink 1.20.3, Maven Central's jars,
@@ -101,8 +102,12 @@ def core(info: ServerInfo, rng: Range, decoder: str) -> Callable[[], int]:
     facts, schema = describe_table(profile, opts, "tpch.orders")
     phase = BinlogPhase(profile, facts, opts, {schema.table: schema}, {schema.table: None})
     start, end = ReadFrom(BinlogOffset(rng[0], rng[1])), BinlogOffset(rng[2], rng[3])
-    if decoder == "runs":  # change rows by event, as the Spark surfaces take them: no object per row
-        return lambda: sum(len(run.values) for run in phase.runs(start, end))
+    if decoder == "runs":  # change rows by event into Arrow batches, as the Spark surfaces hand them to Spark
+        from mysql_cdc.udtf.spark.output import Output
+
+        output = Output({schema.table: schema}, opts)
+        return lambda: sum(b.num_rows for b in output.change_batches(phase.runs(start, end, columns=True),
+                                                                       opts.fetch_size))
     return lambda: sum(1 for _ in phase.changes(start, end))
 
 
@@ -303,7 +308,7 @@ def run_server(kind: str, scale: float, repeat: int, readers: set[str]) -> str:
                 ("raw", "raw", 1, "python-mysql-replication loop (rows decoded to dicts, nothing else)"),
                 ("library", "library", 1, f"{CORE}, row_decoder library (before issue 15)"),
                 ("planned", "planned", 1, f"{CORE}, row_decoder planned (default)"),
-                ("runs", "runs", 1, "mysql_cdc core: BinlogPhase.runs (change rows by event, as Spark takes them)"),
+                ("runs", "runs", 1, "mysql_cdc core: BinlogPhase.runs into Arrow batches (what Spark is handed)"),
                 ("parallel", "planned", 2, f"{CORE}, planned, the range cut in two, two processes (parallel "
                  "catch-up)")):
             if key in readers:

@@ -191,10 +191,12 @@ class BinlogPhase:
         for run in self.runs(start, end):
             yield from run_changes(run)
 
-    def runs(self, start: ReadFrom, end: BinlogOffset | None) -> Iterator[ChangeRun]:
+    def runs(self, start: ReadFrom, end: BinlogOffset | None, columns: bool = False) -> Iterator[ChangeRun]:
         """The change rows of :meth:`changes` as :class:`ChangeRun` s: an event's rows decoded by a plan and
         emitted whole (no emit rule, or one that decides the event by its position) are one run; every other
-        change row is a run of its own."""
+        change row is a run of its own. With ``columns``, a run's values are a walk of its event's images
+        where the table has a column plan (:class:`udtf.binlog.columns.ColumnImages`: for Arrow columns; a
+        sequence of row tuples too, read when asked)."""
         if end is None:
             end = server_end(self.profile, self.facts)
         tables = set(self.schemas)
@@ -204,7 +206,7 @@ class BinlogPhase:
                                          auto_position=start.auto_position, end=end,
                                          on_schema_change=self._on_schema_change, skip_before=start.skip_before,
                                          decoders=self.decoders, piece=self.opts.fetch_size, xa_pending=start.xa,
-                                         runs=True):
+                                         runs=True, columns=columns):
                 if txn.complete:
                     self.transactions += 1
                     self.last = BinlogOffset(txn.file, txn.end)

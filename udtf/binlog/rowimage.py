@@ -44,6 +44,7 @@ Worked example: a table map of ``(id INT NOT NULL, name VARCHAR(20) utf8mb4)`` b
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -54,8 +55,9 @@ from mysql_cdc.errors import BinlogError
 from mysql_cdc.ids import TableId
 from mysql_cdc.jsontext import JSON_NULL
 from mysql_cdc.schema import ColumnInfo, TableSchema
-from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, MARIADB_TEXT, TEXT_TYPES, spark_type, unicode_codec
+from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, MARIADB_TEXT, TEXT_TYPES, arrow_type, spark_type, unicode_codec
 from mysql_cdc.types import FieldType as F
+from mysql_cdc.udtf.binlog.columns import MAX_EVENT_BYTES, ColumnImages, ColumnPlan, ColumnSpec, column_plan
 from mysql_cdc.udtf.convert import binlog_fixup, value_converter
 
 _STRINGS: set[int] = {F.STRING, F.VARCHAR, F.VAR_STRING}
@@ -399,6 +401,26 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
 
 
 
+def python_column(i: int, tm: Any, col: ColumnInfo, tinyint1_as_boolean: bool = False) -> ColumnSpec:
+    """A column the column reader (:mod:`.columns`) reads value by value, by this module's code for it: its
+    walk skips the value, its reader takes the buffer and the values' offsets (-1: NULL).
+
+    >>> from types import SimpleNamespace as Logged
+    >>> spec = python_column(0, Logged(type=F.BIT, bits=16), ColumnInfo("f", "bit", "bit(16)", True,
+    ...                                                                 numeric_precision=16))
+    >>> spec.skip, spec.read(b"ABCD", [0, -1, 2])
+    (('p += 2',), [b'AB', None, b'CD'])
+    """
+    env: dict[str, Any] = {}
+    lines = _column_code(i, tm, col, True, env, tinyint1_as_boolean)
+    body = ["def read(b, offsets):", "    out = []", "    append = out.append", "    for p in offsets:",
+            "        if p < 0:", "            append(None)", "            continue",
+            *("        " + line for line in lines), f"        append(v{i})", "    return out"]
+    exec(compile("\n".join(body), f"<values of column {col.name!r}>", "exec"), env)  # integers and fixed names
+    return ColumnSpec("python", 0, arrow_type(spark_type(col, tinyint1_as_boolean)), skip=tuple(_skip_lines(tm)),
+                      read=env["read"])
+
+
 def _skip_lines(tm: Any) -> list[str]:
     """Statements that move ``p`` past a column's value at offset ``p`` without reading it (the sizes
     :func:`_column_code` reads)."""
@@ -469,6 +491,23 @@ def _let_go(ev: Any, data: bytes) -> None:
         inner._data, inner._position = b"", 0
 
 
+def _row_reader(fast: ImageReader, exact: ImageReader, where: str) -> ImageReader:
+    """The row reader of a walked event's images (:class:`ColumnImages`, read as rows when asked)."""
+    def read(data: bytes, start: int, end: int) -> list[tuple[Any, ...]]:
+        try:
+            try:
+                return fast(data, start, end)
+            except UnicodeDecodeError:
+                return exact(data, start, end)  # the converter's error names the column and the fix
+        except (ValueError, IndexError, struct.error) as e:
+            if isinstance(e, UnicodeDecodeError):
+                raise
+            raise BinlogError(f"the rows event of {where} could not be decoded ({e}); a binlog this reader "
+                              "misreads is a bug: report it with the table's definition") from e
+
+    return read
+
+
 def _every_column(ev: Any) -> bool:
     """Every image of a rows event holds every column (binlog_row_image FULL): what a compiled plan reads."""
     full = (1 << len(ev.columns)) - 1
@@ -491,6 +530,7 @@ class RowDecoders:
         # table id -> (the table map's column list, its fast reader, its exact reader), both None: the library
         self._plans: dict[int, tuple[Any, ImageReader | None, ImageReader | None]] = {}
         self._counters: dict[int, tuple[Any, Callable[[bytes, int, int], int] | None]] = {}
+        self._column_plans: dict[int, tuple[Any, ColumnPlan | None]] = {}
         self.planned_events = 0  # rows events decoded here
         self.library_events = 0  # rows events left to the library
         self.counted_events = 0  # rows events whose images were counted, not read (count)
@@ -546,17 +586,40 @@ class RowDecoders:
             self._update_plans[ev.table_id] = got
         return got[1], got[2]
 
-    def images(self, ev: Any, where: str, update: bool = False) -> list[tuple[Any, ...]] | None:
+    def _column_plan(self, ev: Any) -> ColumnPlan | None:
+        got = self._column_plans.get(ev.table_id)
+        if got is None or got[0] is not ev.columns:
+            schema = self.schemas[TableId(ev.schema, ev.table)]
+            got = (ev.columns, column_plan(ev.columns, schema, self.tinyint1_as_boolean, functools.partial(
+                python_column, tinyint1_as_boolean=self.tinyint1_as_boolean)))
+            self._column_plans[ev.table_id] = got
+        return got[1]
+
+    def images(self, ev: Any, where: str, update: bool = False, columns: bool = False
+               ) -> Sequence[tuple[Any, ...]] | None:
         """Every image of a rows event (an update's before and after images alternate: ``update``, whose
         before images keep the table's ``before_keep`` columns), or ``None`` when the library must decode the
         event (its table map is not the schema's, or an image lacks columns); in that case nothing of the event
-        was read."""
+        was read. With ``columns``, where the table map has a column plan (:mod:`.columns`), the images are
+        only walked: a :class:`ColumnImages` the Spark surfaces read into Arrow columns."""
         fast, exact = self._update_plan(ev) if update else self._plan(ev)
         if fast is None or exact is None or not _every_column(ev):
             self.library_events += 1
             return None
         self.planned_events += 1
         data, start, end = event_rows(ev)
+        plan = self._column_plan(ev) if columns and end - start <= MAX_EVENT_BYTES else None
+        if plan is not None:
+            images = data[start:end]  # a copy: the packet's bytes go now (see _let_go), the walk's offsets are in it
+            _let_go(ev, data)
+            try:
+                places = plan.walk(images, 0, len(images))
+            except (ValueError, IndexError) as e:
+                raise BinlogError(f"the rows event of {where} could not be decoded ({e}); a binlog this reader "
+                                  "misreads is a bug: report it with the table's definition") from e
+            keep = self.before_keep.get(TableId(ev.schema, ev.table)) if update else None
+            return ColumnImages(plan, images, places, update, None if keep is None else
+                                frozenset(keep), _row_reader(fast, exact, where))
         try:
             try:
                 out = fast(data, start, end)

@@ -78,7 +78,7 @@ class RowsRun(NamedTuple):
     database: str
     table: str
     op: str  # insert | update | delete
-    images: list[tuple[Any, ...]]
+    images: Sequence[tuple[Any, ...]]  # a list, or ColumnImages (columns.py) in a read of runs
     file: str
     pos: int  # end position of the event
     gtid: str | None
@@ -168,7 +168,7 @@ class TransactionReader:
                  decoders: RowDecoders | None = None, piece: int = 0,
                  server_version: tuple[int, int, int] | None = None, allow_statement_writes: bool = False,
                  prepared: dict[Xid, list[BinlogRow]] | None = None, runs: bool = False,
-                 count_only: bool = False,
+                 count_only: bool = False, columns: bool = False,
                  find_prepared: Callable[[Xid, BinlogOffset], list[BinlogRow]] | None = None) -> None:
         self.tables = tables
         self.wanted = {(t.database, t.table) for t in tables}
@@ -178,6 +178,7 @@ class TransactionReader:
         self.skip_before = skip_before
         self.decoders = decoders
         self.runs = runs
+        self.columns = columns and runs
         self.count_only = count_only
         self.piece = piece if skip_before is None else 0  # the skip is decided per whole transaction
         self.allow_statement_writes = allow_statement_writes
@@ -389,10 +390,10 @@ class TransactionReader:
         start = pos - int(event.packet.event_size)
         if self.count_only and self.decoders is not None and not partial:
             n = self.decoders.count(event, where)
-            images = None if n is None else [()] * n  # images without values: a count
+            images: Sequence[tuple[Any, ...]] | None = None if n is None else [()] * n  # without values: a count
         else:
             images = None if self.decoders is None or partial else self.decoders.images(
-                event, where, update=isinstance(event, ev.update))
+                event, where, update=isinstance(event, ev.update), columns=self.columns and not self.xa_open)
         if images is None:
             rows = list(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
             self.rows.extend(rows)
@@ -428,7 +429,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                       server_version: tuple[int, int, int] | None = None,
                       allow_statement_writes: bool = False, xa_pending: Sequence[PendingXa] = (),
                       xa_search: bool = True, runs: bool = False, count_only: bool = False,
-                      claim: Callable[[], AbstractContextManager[int]] | None = None,
+                      columns: bool = False, claim: Callable[[], AbstractContextManager[int]] | None = None,
                       wait_for_end: float = END_WAIT_SECONDS) -> Iterator[Transaction]:
     """Committed transactions touching ``tables`` after ``start``, with their captured rows.
 
@@ -446,7 +447,9 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
     - with ``decoders``, rows events of tables whose table map matches their schema are decoded by
       :mod:`udtf.binlog.rowimage` (images come as canonical tuples); others by the library (dicts);
     - with ``runs`` (and ``decoders``), the rows of an event decoded by a plan come as one :class:`RowsRun`
-      (nothing made per row), except an XA transaction's;
+      (nothing made per row), except an XA transaction's; with ``columns`` too, its images are only walked
+      where the table map has a column plan (:class:`udtf.binlog.columns.ColumnImages`, read into Arrow
+      columns by the Spark surfaces);
     - with ``count_only`` (and ``decoders``), the images of an event decoded by a plan are counted, not read:
       each is an empty tuple (what a micro-batch's planning needs);
     - with ``piece`` > 0 (and no ``skip_before``), a transaction is yielded in pieces of about that many rows
@@ -499,7 +502,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
                                on_schema_change=on_schema_change, skip_before=skip_before, on_ddl=on_ddl,
                                decoders=decoders, piece=piece, server_version=server_version,
                                allow_statement_writes=allow_statement_writes, prepared=prepared, runs=runs,
-                               count_only=count_only,
+                               count_only=count_only, columns=columns,
                                find_prepared=functools.partial(find_prepared, profile, server_id, tables=tables,
                                                                claim=claim, **common)
                                if xa_search else lambda xid, at: [])

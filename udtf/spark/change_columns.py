@@ -1,7 +1,9 @@
 """Change rows as Arrow columns, made from runs (:class:`udtf.binlog.phase.ChangeRun`: the rows of one rows event)
-rather than row by row: the values of a batch's images are transposed once into one sequence per column, and
-the metadata columns are made per run and spread over its images by index (``take``), their row index and
-sequence as the run's first plus the image's place in it. No Python object is made per change row here.
+rather than row by row: the values of a batch's images are read column by column for many rows events at once
+(:func:`udtf.binlog.columns.column_arrays`: no Python value per column per row where the events were walked,
+else their row tuples transposed once), and the metadata columns are made per run and spread over its images
+by index (``take``), their row index and sequence as the run's first plus the image's place in it. No Python
+object is made per change row here.
 
 Worked example: two runs, an update of two rows (four images) at sequence 100 and an insert of one row at
 sequence 200, give the image-to-run index ``[0, 0, 0, 0, 1]``, places in the run ``[0, 1, 2, 3, 0]``, ops
@@ -30,6 +32,7 @@ import pyarrow.compute as pc
 
 from mysql_cdc.rows import CHANGE_TYPES
 from mysql_cdc.types import arrow_type
+from mysql_cdc.udtf.binlog.columns import ColumnImages, column_arrays
 from mysql_cdc.udtf.binlog.phase import ALTERNATING, ChangeRun
 
 _OPS = ("+I", "-U", "+U", "-D")
@@ -74,6 +77,8 @@ def key_before_images(run: ChangeRun, key: Sequence[int]) -> ChangeRun:
     [(4, 'y')]
     """
     keep = frozenset(key)
+    if run.op == ALTERNATING and isinstance(run.values, ColumnImages):
+        return run._replace(values=run.values.cut_before(keep))
 
     def cut(v: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(x if i in keep else None for i, x in enumerate(v))
@@ -85,11 +90,10 @@ def key_before_images(run: ChangeRun, key: Sequence[int]) -> ChangeRun:
     return run
 
 
-def value_columns(rows: list[tuple[Any, ...]], schema: pa.Schema) -> list[pa.Array]:
-    """Images (tuples in ``schema``'s column order) as one Arrow array per column."""
-    if not rows:
-        return [pa.array([], type=f.type) for f in schema]
-    return [pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)]
+def run_columns(runs: Sequence[ChangeRun], schema: pa.Schema) -> list[pa.Array]:
+    """The runs' images as one Arrow array per column of ``schema``: a rows event's walked images
+    (:class:`ColumnImages`) read column by column, others from their tuples (:func:`column_arrays`)."""
+    return column_arrays([r.values for r in runs], [f.type for f in schema])
 
 
 def _spread(per_run: list[Any], kind: pa.DataType, run_of: pa.Array, n: int) -> pa.Array:

@@ -35,11 +35,10 @@ from mysql_cdc.udtf.convert import table_arrow_schema
 from mysql_cdc.udtf.snapshot.reader import ChunkRead
 from mysql_cdc.udtf.spark.change_columns import (
     grouped,
-    images,
     key_before_images,
     meta_arrays,
+    run_columns,
     table_places,
-    value_columns,
 )
 
 CHUNK_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in CHUNK_COLUMNS)
@@ -164,7 +163,7 @@ def changes_to_batches(runs: Iterator[ChangeRun], out_schema: pa.Schema, size: i
     width = len(out_schema) - len(META_COLUMNS)
     values = pa.schema(list(out_schema)[:width])
     for group in grouped(runs, size):
-        yield pa.RecordBatch.from_arrays([*value_columns(images(group), values), *meta_arrays(group)],
+        yield pa.RecordBatch.from_arrays([*run_columns(group, values), *meta_arrays(group)],
                                          schema=out_schema)
 
 
@@ -236,17 +235,16 @@ class Output:
         places = table_places(runs)
         if len(places) == 1:
             ((t, _),) = places.items()
-            texts = self._texts(t, images(runs))
+            texts = self._texts(t, runs)
         else:
-            rows = images(runs)
-            parts = [self._texts(t, [rows[i] for i in idx]) for t, idx in places.items()]
+            parts = [self._texts(t, [r for r in runs if r.table == t]) for t in places]
             where = np.concatenate(list(places.values()))
             texts = pc.take(pa.concat_arrays(parts), pa.array(np.argsort(where, kind="stable")))
         return pa.RecordBatch.from_arrays([texts, *meta_arrays(runs)], schema=ENVELOPE_ARROW)
 
-    def _texts(self, table: TableId, rows: list[tuple[Any, ...]]) -> pa.Array:
+    def _texts(self, table: TableId, runs: list[ChangeRun]) -> pa.Array:
         schema = self._values[table]
-        return encode_column(pa.RecordBatch.from_arrays(value_columns(rows, schema), schema=schema))
+        return encode_column(pa.RecordBatch.from_arrays(run_columns(runs, schema), schema=schema))
 
 
 def reset_batch(tables: list[TableId], at: Mapping[str, Any],

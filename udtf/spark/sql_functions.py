@@ -175,7 +175,7 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
             if not output.envelope:
                 yield from change_rows(phase.runs(start, end))
                 return
-            for batch in output.change_batches(phase.runs(start, end), self.opts.fetch_size):
+            for batch in output.change_batches(phase.runs(start, end, columns=True), self.opts.fetch_size):
                 yield from batch_to_rows(batch)
 
     return MysqlCdcBinlog

@@ -736,7 +736,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         rules = dict(partition.rules)
         phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {t: rules.get(t) for t in tables},
                             followed=partition.followed)
-        yield from Output(schemas, self.opts).change_batches(phase.runs(partition.start, partition.end),
+        yield from Output(schemas, self.opts).change_batches(phase.runs(partition.start, partition.end, columns=True),
                                                              self.opts.fetch_size)
 
     def _changed_chunk(self, chunk: Chunk, error: BaseException, recorded: TableSchema) -> ChunkRead:
