@@ -234,10 +234,14 @@ COLUMN_TYPES: dict[str, tuple[str, Any]] = {
         codec="utf-8", exclude_categories=("Cs",)))),
     "m3": ("VARCHAR(10) CHARACTER SET utf8mb3", st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=(
         "Cs",)), max_size=10)),
+    "ttx": ("TINYTEXT CHARACTER SET utf8mb4", text),
     "tx": ("TEXT CHARACTER SET utf8mb4", text),
     "mtx": ("MEDIUMTEXT CHARACTER SET utf8mb4", text),
+    "ltx": ("LONGTEXT CHARACTER SET utf8mb4", text),
     "vb": ("VARBINARY(16)", st.binary(max_size=16)),
+    "tbl": ("TINYBLOB", st.binary(max_size=40)),
     "bl": ("BLOB", st.binary(max_size=40)),
+    "lbl": ("LONGBLOB", st.binary(max_size=40)),
     "d": ("DATE", st.dates(dt.date(1000, 1, 1), dt.date(9999, 12, 31)).map(str)
           | st.sampled_from(["0000-00-00", "2024-00-10", "2024-02-00", "0000-01-01"])),
     **{f"dt{p}": (f"DATETIME({p})", st.datetimes(dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59))

@@ -3,17 +3,17 @@ the batch needs no Python value per column per row.
 
 The row reader (:mod:`.rowimage`) makes a Python object of every value, which the Spark surfaces then turn into
 Arrow arrays again. Here the compiled walk of a table map's images only notes where each value starts (the
-offsets of all images in one flat list, ``-1`` for NULL; the walk reads nothing but lengths); the values are then
-read for a whole batch of events at once by NumPy, column by column, straight into Arrow buffers: integers and
-floats as the bytes they are (YEAR from its offset), DECIMAL of up to 18 digits and BIGINT UNSIGNED as their
-unscaled integers, DATE, DATETIME and TIMESTAMP
-as days or microseconds, UTF-8 text and binary strings by their offsets. Each gives the value the row reader
-gives (zero and invalid temporal values NULL as it makes them, ``property_tests/test_values_props.py``
-compares the two on random rows of every type, on both servers). A table map with any other column (ENUM, SET,
-BIT, JSON, TIME, spatial, text in another character set, BINARY(n), a DECIMAL of more than 18 digits,
-TINYINT(1) as BOOLEAN) has no column plan: its rows are read by the row reader as before. So
-does a batch in which a value is one the row reader refuses or would read otherwise (a DATE of February 31,
-text that is not UTF-8): it is read again by the row reader, which raises its error.
+offsets of all images in one flat list, ``-1`` for NULL; the walk reads nothing but lengths); the values are
+then read for a whole batch of events at once by NumPy, column by column, straight into Arrow buffers:
+integers and floats as the bytes they are (YEAR from its offset), DECIMAL of up to 18 digits and BIGINT
+UNSIGNED as their unscaled integers, DATE, DATETIME and TIMESTAMP as days or microseconds, UTF-8 text and
+binary strings by their offsets. Any other column (ENUM, SET, BIT, JSON, TIME, spatial, text in another
+character set, BINARY(n), a DECIMAL of more than 18 digits, TINYINT(1) as BOOLEAN) is walked, then read value
+by value by the row reader's own code for it (:func:`udtf.binlog.rowimage.python_column`). Each gives the
+value the row reader gives, zero and invalid temporal values NULL as it makes them
+(``property_tests/test_values_props.py`` compares the two on random rows of every type, on both servers). A
+batch in which a value is one the row reader refuses or would read otherwise (a DATE of February 31, text that
+is not UTF-8) is read again by the row reader, which raises its error.
 
 Worked example: ``(id INT NOT NULL, price DECIMAL(4,2), name VARCHAR(20) utf8mb4)``, two images, the second
 with a NULL price. The walk notes ``1, 5, 7`` for the first image (the bitmap is byte 0; ``id`` at 1,
@@ -118,7 +118,7 @@ def column_spec(tm: Any, col: ColumnInfo, tinyint1_as_boolean: bool) -> ColumnSp
             ok = unicode_codec(col.charset) == "utf-8" and st == "STRING"
             return ColumnSpec("text", size, arrow_type(st)) if ok else None
         if col.data_type in BLOB_TYPES and col.data_type != "binary" and st == "BINARY":
-            return ColumnSpec("bytes", size, arrow_type(st))  # BINARY(n) is padded back to n: the row reader's
+            return ColumnSpec("bytes", size, arrow_type(st))  # not BINARY(n): padded back to n (the row reader)
     return None
 
 
@@ -154,8 +154,10 @@ class ColumnPlan:
         n = len(specs)
         nb = (n + 7) // 8
         body = ["def walk(b, p, end):", "    out = []", "    extend = out.extend", "    while p < end:",
-                f"        n = {_bitmap(nb)}", f"        p += {nb}", "        if not n:"]
-        off = 0  # no NULL in the image (the common case): straight on, fixed sizes added up
+                f"        n = {_bitmap(nb)}", f"        p += {nb}", f"        if not n & {(1 << n) - 1}:"]
+        # no NULL in the image (the common case): straight on, fixed sizes added up (MariaDB sets the bitmap's
+        # unused high bits, MySQL clears them: only the columns' bits count)
+        off = 0
         for i, spec in enumerate(specs):
             body.append(f"            c{i} = p + {off}" if off else f"            c{i} = p")
             if spec.kind in ("text", "bytes"):
@@ -209,10 +211,9 @@ class ColumnPlan:
             if spec.kind == "python":
                 assert spec.read is not None
                 try:
-                    values = spec.read(joined, np.where(null, -1, pos[:, i]).tolist())
-                except (ValueError, IndexError, struct.error) as e:  # the row reader says what (UnicodeDecodeError)
+                    out.append(pa.array(spec.read(joined, np.where(null, -1, pos[:, i]).tolist()), type=spec.arrow))
+                except (ValueError, IndexError, struct.error, pa.ArrowException) as e:  # the row reader says what
                     raise Misread(str(e)) from e
-                out.append(pa.array(values, type=spec.arrow))
                 continue
             out.append(_read(spec, buf, np.where(null, 0, pos[:, i]), null))
         return out
@@ -290,7 +291,10 @@ def _fraction(buf: np.ndarray, at: np.ndarray, fsp: int, null: np.ndarray) -> np
         raise Misread("a negative fraction")
     if fsp % 2:
         us //= 10
-    return us * 10 ** (6 - fsp)
+    us = us * 10 ** (6 - fsp)
+    if (us[~null] > 999_999).any():  # what Python's datetime refuses: the row reader's error
+        raise Misread("a fraction of a second or more")
+    return us
 
 
 def _read(spec: ColumnSpec, buf: np.ndarray, at: np.ndarray, null: np.ndarray) -> pa.Array:
@@ -303,7 +307,12 @@ def _read(spec: ColumnSpec, buf: np.ndarray, at: np.ndarray, null: np.ndarray) -
         if offsets[-1] >= 1 << 31:
             raise Misread("a batch of more than 2 GB of text")
         starts = at + spec.size
-        data = buf[np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])]
+        # the values' bytes by a mask over the buffer (a column's values lie in order, apart): a byte's index per
+        # text byte would take 8 bytes of index for each
+        edges = np.zeros(len(buf) + 1, np.int8)
+        np.add.at(edges, starts[lengths > 0], 1)
+        np.add.at(edges, (starts + lengths)[lengths > 0], -1)
+        data = buf[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)]
         arr = pa.Array.from_buffers(pa.string() if kind == "text" else pa.binary(), n, [
             _validity(null), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
         if kind == "text":
@@ -393,7 +402,9 @@ def _decimals(spec: ColumnSpec, buf: np.ndarray, at: np.ndarray, null: np.ndarra
 class ColumnImages(Sequence[tuple[Any, ...]]):
     """A rows event's images as its walk (:meth:`ColumnPlan.walk`) and a copy of its image bytes: what the
     Spark surfaces read into Arrow columns by the batch (:func:`column_arrays`). It is a sequence of row tuples
-    too, read by the row reader when something asks for them (the emit rule, an XA transaction's rows)."""
+    too, read by the row reader when something asks for them (the emit rule where it looks at keys). Where
+    :meth:`cut_before` cuts the before images, the values it drops are not read (as a row read with the table's
+    ``before_keep`` does not read them): a value the row reader would refuse there raises nothing."""
 
     __slots__ = ("_cut", "_row_reader", "_rows", "data", "keep", "places", "plan", "update")
 
@@ -479,8 +490,7 @@ def column_arrays(parts: Sequence[Sequence[tuple[Any, ...]]], types: Sequence[An
         for k, (a, t) in enumerate(zip(arrays, types)):
             chunks[k].append(a if a.type == t else a.cast(t))
         i = j
-    return [pa.concat_arrays(c) if len(c) != 1 else c[0] if c else pa.array([], t)
-            for c, t in zip(chunks, types)]
+    return [c[0] if len(c) == 1 else pa.concat_arrays(c) if c else pa.array([], t) for c, t in zip(chunks, types)]
 
 
 def _row_arrays(rows: list[tuple[Any, ...]], types: Sequence[Any]) -> list[pa.Array]:

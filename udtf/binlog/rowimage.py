@@ -614,6 +614,8 @@ class RowDecoders:
             _let_go(ev, data)
             try:
                 places = plan.walk(images, 0, len(images))
+                if update and len(places) // len(plan.specs) % 2:
+                    raise ValueError("an update event ends after a before image")
             except (ValueError, IndexError) as e:
                 raise BinlogError(f"the rows event of {where} could not be decoded ({e}); a binlog this reader "
                                   "misreads is a bug: report it with the table's definition") from e

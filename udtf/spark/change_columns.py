@@ -21,7 +21,6 @@ sequence 200, give the image-to-run index ``[0, 0, 0, 0, 1]``, places in the run
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -53,11 +52,6 @@ def grouped(runs: Iterator[ChangeRun], size: int) -> Iterator[list[ChangeRun]]:
             group, n = [], 0
     if group:
         yield group
-
-
-def images(runs: Sequence[ChangeRun]) -> list[tuple[Any, ...]]:
-    """The runs' images, in order."""
-    return list(itertools.chain.from_iterable(r.values for r in runs))
 
 
 def key_before_images(run: ChangeRun, key: Sequence[int]) -> ChangeRun:
