@@ -312,7 +312,7 @@ def _read(spec: ColumnSpec, buf: np.ndarray, at: np.ndarray, null: np.ndarray) -
         if offsets[-1] <= GATHER_BYTES:  # by an index of each byte (3 x 8 bytes per byte while it is made)
             data = buf[np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])]
         else:  # large values: each one copied whole
-            view = memoryview(buf)
+            view = buf.data  # a memoryview: slices of it copy nothing
             data = np.frombuffer(b"".join([view[s:s + k] for s, k in zip(starts.tolist(), lengths.tolist())]),
                                  np.uint8)
         arr = pa.Array.from_buffers(pa.string() if kind == "text" else pa.binary(), n, [
