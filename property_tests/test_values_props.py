@@ -139,6 +139,16 @@ def database_on(server: ServerProcess, name: str) -> tuple[ConnectionProfile, An
     return ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5), conn, cur
 
 
+def fresh_table(profile: ConnectionProfile, cur: Any, database: str, cols: str) -> tuple[Any, Any, Any]:
+    """Table ``t`` of ``database`` made again with an INT key, ``cols`` and a ``touch`` column to update: the
+    options of a read of it, the server's facts and the binlog's end before any row is written."""
+    cur.execute("DROP TABLE IF EXISTS t")
+    cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {cols}, touch INT NOT NULL DEFAULT 0)")
+    opts = parse_options({"tables": f"{database}\\.t"})
+    facts, _ = plan_tables(profile, opts)
+    return opts, facts, server_end(profile, facts)
+
+
 @pytest.mark.timeout(900)
 def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) -> None:
     profile, conn, cur = database_on(server, "vprops")
@@ -151,11 +161,7 @@ def test_written_values_read_back_the_same_by_every_path(server: ServerProcess) 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(rows=st.lists(row, min_size=1, max_size=5))
     def check(rows: list[dict[str, Any]]) -> None:
-        cur.execute("DROP TABLE IF EXISTS t")
-        cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {cols}, touch INT NOT NULL DEFAULT 0)")
-        opts = parse_options({"tables": "vprops\\.t"})
-        facts, _ = plan_tables(profile, opts)
-        start = server_end(profile, facts)
+        opts, facts, start = fresh_table(profile, cur, "vprops", cols)
         names = ", ".join(f"`{n}`" for n in names_)
         for i, r in enumerate(rows):
             cur.execute(f"INSERT INTO t (id, {names}) VALUES (%s, {', '.join(['%s'] * len(names_))})",
@@ -306,11 +312,7 @@ def test_the_column_reader_reads_what_the_row_reader_reads(server: ServerProcess
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(rows=st.lists(row, min_size=1, max_size=6))
     def check(rows: list[dict[str, Any]]) -> None:
-        cur.execute("DROP TABLE IF EXISTS t")
-        cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {cols}, touch INT NOT NULL DEFAULT 0)")
-        opts = parse_options({"tables": "cprops\\.t"})
-        facts, _ = plan_tables(profile, opts)
-        start = server_end(profile, facts)
+        opts, facts, start = fresh_table(profile, cur, "cprops", cols)
         names = ", ".join(f"`{n}`" for n in names_)
         cur.executemany(f"INSERT INTO t (id, {names}) VALUES (%s, {', '.join(['%s'] * len(names_))})",
                         [(i, *(r[n] for n in names_)) for i, r in enumerate(rows)])

@@ -56,8 +56,8 @@ from mysql_cdc.types import BLOB_TYPES, TEXT_TYPES, arrow_type, spark_type, unic
 from mysql_cdc.types import FieldType as F
 
 _INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
-_STRINGS = {F.STRING, F.VARCHAR, F.VAR_STRING}
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+STRINGS: set[int] = {F.STRING, F.VARCHAR, F.VAR_STRING}  # the string types a table map logs
+DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)  # bytes of a DECIMAL's leftover digits
 _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
 # a rows event larger than this is read by the row reader (which lets the event's bytes go once read): the
 # column walk keeps a copy of the images until the batch is made
@@ -107,15 +107,15 @@ def column_spec(tm: Any, col: ColumnInfo, tinyint1_as_boolean: bool) -> ColumnSp
         return ColumnSpec("float", 4 if t == F.FLOAT else 8, arrow_type(st))
     if t == F.NEWDECIMAL:
         p, s = int(tm.precision), int(tm.decimals)
-        return ColumnSpec("decimal", _decimal_size(p, s), arrow_type(st), precision=p, scale=s) if p <= 18 else None
+        return ColumnSpec("decimal", decimal_size(p, s), arrow_type(st), precision=p, scale=s) if p <= 18 else None
     if t == F.DATE and col.data_type == "date":
         return ColumnSpec("date", 3, arrow_type(st))
     if t in (F.DATETIME2, F.TIMESTAMP2):
         kind = "datetime" if t == F.DATETIME2 else "timestamp"
         fsp = int(tm.fsp)
         return ColumnSpec(kind, (5 if t == F.DATETIME2 else 4) + (fsp + 1) // 2, arrow_type(st), fsp=fsp)
-    if t in _STRINGS or t == F.BLOB:
-        size = (2 if tm.max_length > 255 else 1) if t in _STRINGS else int(tm.length_size)
+    if t in STRINGS or t == F.BLOB:
+        size = (2 if tm.max_length > 255 else 1) if t in STRINGS else int(tm.length_size)
         if col.data_type in TEXT_TYPES:
             ok = unicode_codec(col.charset) == "utf-8" and st == "STRING"
             return ColumnSpec("text", size, arrow_type(st)) if ok else None
@@ -124,10 +124,15 @@ def column_spec(tm: Any, col: ColumnInfo, tinyint1_as_boolean: bool) -> ColumnSp
     return None
 
 
-def _decimal_size(precision: int, scale: int) -> int:
+def decimal_size(precision: int, scale: int) -> int:
+    """Bytes of a DECIMAL(precision, scale) value in MySQL's binary format: 4 per 9 digits, fewer for the rest.
+
+    >>> decimal_size(15, 2), decimal_size(65, 30), decimal_size(2, 2)
+    (7, 30, 1)
+    """
     whole, part = divmod(precision - scale, 9)
     frac, rest = divmod(scale, 9)
-    return _DIG2BYTES[part] + 4 * whole + 4 * frac + _DIG2BYTES[rest]
+    return DIG2BYTES[part] + 4 * whole + 4 * frac + DIG2BYTES[rest]
 
 
 def _walk_lines(spec: ColumnSpec) -> list[str]:
@@ -141,7 +146,8 @@ def _walk_lines(spec: ColumnSpec) -> list[str]:
     return [f"p += {spec.size} + ({length})"]
 
 
-def _bitmap(size: int) -> str:
+def bitmap_expr(size: int) -> str:
+    """The NULL bitmap of ``size`` bytes at ``p`` as an integer (bit i: column i is NULL)."""
     if size <= 3:
         return " | ".join(f"b[p + {k}] << {8 * k}" if k else "b[p]" for k in range(size))
     return f"int.from_bytes(b[p:p + {size}], 'little')"
@@ -156,7 +162,7 @@ class ColumnPlan:
         n = len(specs)
         nb = (n + 7) // 8
         body = ["def walk(b, p, end):", "    out = []", "    extend = out.extend", "    while p < end:",
-                f"        n = {_bitmap(nb)}", f"        p += {nb}", f"        if not n & {(1 << n) - 1}:"]
+                f"        n = {bitmap_expr(nb)}", f"        p += {nb}", f"        if not n & {(1 << n) - 1}:"]
         # no NULL in the image (the common case): straight on, fixed sizes added up (MariaDB sets the bitmap's
         # unused high bits, MySQL clears them: only the columns' bits count)
         off = 0
@@ -384,7 +390,7 @@ def _decimals(spec: ColumnSpec, buf: np.ndarray, at: np.ndarray, null: np.ndarra
     raw[:, 0] &= 0x7F
     whole, part = divmod(p - s, 9)
     frac, rest = divmod(s, 9)
-    fields = [(_DIG2BYTES[part], part)] + [(4, 9)] * whole + [(4, 9)] * frac + [(_DIG2BYTES[rest], rest)]
+    fields = [(DIG2BYTES[part], part)] + [(4, 9)] * whole + [(4, 9)] * frac + [(DIG2BYTES[rest], rest)]
     value = np.zeros(len(at), np.int64)
     k = 0
     for nbytes, digits in fields:

@@ -57,10 +57,19 @@ from mysql_cdc.jsontext import JSON_NULL
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.types import BLOB_TYPES, GEO_TYPES, MARIADB_TEXT, TEXT_TYPES, arrow_type, spark_type, unicode_codec
 from mysql_cdc.types import FieldType as F
-from mysql_cdc.udtf.binlog.columns import MAX_EVENT_BYTES, ColumnImages, ColumnPlan, ColumnSpec, column_plan
+from mysql_cdc.udtf.binlog.columns import (
+    DIG2BYTES,
+    MAX_EVENT_BYTES,
+    STRINGS,
+    ColumnImages,
+    ColumnPlan,
+    ColumnSpec,
+    bitmap_expr,
+    column_plan,
+    decimal_size,
+)
 from mysql_cdc.udtf.convert import binlog_fixup, value_converter
 
-_STRINGS: set[int] = {F.STRING, F.VARCHAR, F.VAR_STRING}
 # what each column type (information_schema DATA_TYPE) is logged as; a type not here is left to the library
 _LOGGED: dict[str, set[int]] = {
     "tinyint": {F.TINY}, "smallint": {F.SHORT}, "mediumint": {F.INT24}, "int": {F.LONG}, "integer": {F.LONG},
@@ -68,27 +77,15 @@ _LOGGED: dict[str, set[int]] = {
     "decimal": {F.NEWDECIMAL}, "numeric": {F.NEWDECIMAL}, "date": {F.DATE}, "datetime": {F.DATETIME2},
     "timestamp": {F.TIMESTAMP2}, "time": {F.TIME2}, "year": {F.YEAR}, "bit": {F.BIT}, "enum": {F.ENUM},
     "set": {F.SET}, "json": {F.JSON, F.BLOB},
-    "char": _STRINGS, "varchar": _STRINGS, "binary": _STRINGS, "varbinary": _STRINGS,
+    "char": STRINGS, "varchar": STRINGS, "binary": STRINGS, "varbinary": STRINGS,
     **{t: {F.BLOB} for t in TEXT_TYPES - {"char", "varchar"}},
     **{t: {F.BLOB} for t in BLOB_TYPES - {"binary", "varbinary"}},
-    **{t: {F.GEOMETRY} for t in GEO_TYPES}, **{t: _STRINGS for t in MARIADB_TEXT},
+    **{t: {F.GEOMETRY} for t in GEO_TYPES}, **{t: STRINGS for t in MARIADB_TEXT},
 }
 _INTS = {F.TINY: (1, "b"), F.SHORT: (2, "h"), F.LONG: (4, "i"), F.LONGLONG: (8, "q"), F.FLOAT: (4, "f"),
          F.DOUBLE: (8, "d")}
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _EPOCH = dt.datetime(1970, 1, 1)
 ImageReader = Callable[[bytes, int, int], list[tuple[Any, ...]]]
-
-
-def decimal_size(precision: int, scale: int) -> int:
-    """Bytes of a DECIMAL(precision, scale) value in MySQL's binary format: 4 per 9 digits, fewer for the rest.
-
-    >>> decimal_size(15, 2), decimal_size(65, 30), decimal_size(2, 2)
-    (7, 30, 1)
-    """
-    whole, part = divmod(precision - scale, 9)
-    frac, rest = divmod(scale, 9)
-    return _DIG2BYTES[part] + 4 * whole + 4 * frac + _DIG2BYTES[rest]
 
 
 def _decimal_lines(v: str, precision: int, scale: int) -> list[str]:
@@ -103,7 +100,7 @@ def _decimal_lines(v: str, precision: int, scale: int) -> list[str]:
              f"x = x & {mask} if x & {top} else ~x & {mask}", "fr = 0"]
     # the fields from the right: the fraction's leftover digits, its groups of nine, the whole part's groups
     digits = 0
-    for bits, n in [(8 * _DIG2BYTES[rest], rest)] * bool(rest) + [(32, 9)] * frac:
+    for bits, n in [(8 * DIG2BYTES[rest], rest)] * bool(rest) + [(32, 9)] * frac:
         lines += [f"fr += (x & {(1 << bits) - 1}) * {10 ** digits}", f"x >>= {bits}"]
         digits += n
     lines.append("ip = 0")
@@ -262,7 +259,7 @@ def misfit(columns: Sequence[Any], schema: TableSchema) -> str | None:
             why = f"logged {'un' if not tm.unsigned else ''}signed"
         elif tm.type in (F.ENUM, F.SET) and (tm.enum_values if tm.type == F.ENUM else tm.set_values) is None:
             why = "logged without its members"
-        elif (tm.type in _STRINGS or (tm.type == F.BLOB and col.data_type in TEXT_TYPES)) and not _same_collation(
+        elif (tm.type in STRINGS or (tm.type == F.BLOB and col.data_type in TEXT_TYPES)) and not _same_collation(
                 getattr(tm, "collation_name", None), col.collation):
             why = f"logged with collation {getattr(tm, 'collation_name', None)!r}"
         if why is not None:
@@ -301,8 +298,8 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
         size = {F.DATETIME2: 5, F.TIMESTAMP2: 4, F.TIME2: 3}[t] + _fsp_bytes(tm.fsp)
         env[f"r{i}"] = {F.DATETIME2: datetime2, F.TIMESTAMP2: timestamp2, F.TIME2: time2}[t]
         lines = [f"{v} = r{i}(b[p:p + {size}], {int(tm.fsp)})", f"p += {size}"]
-    elif t in _STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
-        size = (2 if tm.max_length > 255 else 1) if t in _STRINGS else int(tm.length_size)
+    elif t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
+        size = (2 if tm.max_length > 255 else 1) if t in STRINGS else int(tm.length_size)
         length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
         lines = [f"ln = {length}", f"p += {size}", f"{v} = b[p:p + ln]", "p += ln"]
         if t == F.JSON:
@@ -328,13 +325,6 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
         env[f"f{i}"] = post
         lines.append(f"{v} = f{i}({v})")
     return lines
-
-
-def _bitmap_expr(size: int) -> str:
-    """The NULL bitmap of ``size`` bytes at ``p`` as an integer (bit i: column i is NULL)."""
-    if size <= 3:
-        return " | ".join(f"b[p + {k}] << {8 * k}" if k else "b[p]" for k in range(size))
-    return f"int.from_bytes(b[p:p + {size}], 'little')"
 
 
 def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_boolean: bool = False,
@@ -372,7 +362,7 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
     body = ["def images(b, p, end):", "    out = []", "    append = out.append", "    while p < end:"]
 
     def image(keep: Collection[int] | None) -> None:
-        body.extend((f"        n = {_bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"))
+        body.extend((f"        n = {bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"))
         for i, (tm, col) in enumerate(zip(columns, schema.columns)):
             if keep is not None and i not in keep:
                 body.append(f"        v{i} = None")
@@ -434,8 +424,8 @@ def _skip_lines(tm: Any) -> list[str]:
         return [f"p += {decimal_size(int(tm.precision), int(tm.decimals))}"]
     if t in (F.DATETIME2, F.TIMESTAMP2, F.TIME2):
         return [f"p += {({F.DATETIME2: 5, F.TIMESTAMP2: 4, F.TIME2: 3}[t] + _fsp_bytes(tm.fsp))}"]
-    if t in _STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
-        size = (2 if tm.max_length > 255 else 1) if t in _STRINGS else int(tm.length_size)
+    if t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
+        size = (2 if tm.max_length > 255 else 1) if t in STRINGS else int(tm.length_size)
         length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
         return [f"p += {size} + {length}"]
     if t in (F.ENUM, F.SET):
@@ -454,7 +444,7 @@ def compile_counter(columns: Sequence[Any], schema: TableSchema) -> Callable[[by
         return None
     n = len(columns)
     body = ["def count(b, p, end):", "    k = 0", "    while p < end:",
-            f"        n = {_bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"]
+            f"        n = {bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"]
     for i, tm in enumerate(columns):
         body.append(f"        if not n & {1 << i}:")
         body.extend("            " + line for line in _skip_lines(tm))
@@ -622,15 +612,6 @@ class RowDecoders:
             keep = self.before_keep.get(TableId(ev.schema, ev.table)) if update else None
             return ColumnImages(plan, images, places, update, None if keep is None else
                                 frozenset(keep), _row_reader(fast, exact, where))
-        try:
-            try:
-                out = fast(data, start, end)
-            except UnicodeDecodeError:
-                out = exact(data, start, end)  # the converter's error names the column and the fix
-            _let_go(ev, data)
-            return out
-        except (ValueError, IndexError, struct.error) as e:
-            if isinstance(e, UnicodeDecodeError):
-                raise
-            raise BinlogError(f"the rows event of {where} could not be decoded ({e}); a binlog this reader "
-                              "misreads is a bug: report it with the table's definition") from e
+        out = _row_reader(fast, exact, where)(data, start, end)
+        _let_go(ev, data)
+        return out
