@@ -26,7 +26,9 @@ it reads that range with:
   (Debezium's typed records, what every Flink CDC job starts from) and the same through its JSON deserializer;
   timed from the first change row to the last (the JVM's and Flink's start left out, as Spark's session start is)
   and, for the records, from the job's submission;
-- ``mysql_cdc_binlog`` in Spark SQL (one task, counted);
+- ``mysql_cdc_binlog`` in Spark SQL (one task, counted), and the same read as the ``mysql_cdc_binlog`` data
+  source (what ``CREATE TEMPORARY VIEW ... USING mysql_cdc_binlog`` reads: Arrow batches streamed) with one task
+  and with ``binlog_partitions`` 2;
 - a stream (``readStream``, ``availableNow``, counted in ``foreachBatch``), which also scans the range once in
   the driver to plan its batch, with one task and with ``binlog_partitions`` 2 (Spark local[2]), and a stream of
   ``tables`` (the many-table envelope the sync reads: each row's values as JSON).
@@ -47,6 +49,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
+
+import psutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -234,7 +238,7 @@ def flink_reader(info: ServerInfo, rng: Range, changes: int, mode: str) -> tuple
 
 
 def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
-                   ) -> list[tuple[str, list[tuple[float, int, int]]]]:
+                   ) -> tuple[list[tuple[str, list[tuple[float, int, int]]]], list[str]]:
     from pyspark.sql import SparkSession
 
     import mysql_cdc
@@ -246,6 +250,11 @@ def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
     mysql_cdc.register(spark, {"bench": f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"})
     sql = ("SELECT * FROM mysql_cdc_binlog(source => 'bench', table => 'tpch.orders', startup => 'offset', "
            f"startup_offset => '{rng[0]}:{rng[1]}', end => '{rng[2]}:{rng[3]}')")
+
+    def view(parts: int) -> int:
+        return int(spark.read.format("mysql_cdc_binlog").option("source", "bench").option("table", "tpch.orders")
+                   .option("startup", "offset").option("startup_offset", f"{rng[0]}:{rng[1]}")
+                   .option("end", f"{rng[2]}:{rng[3]}").option("binlog_partitions", parts).load().count())
 
     def stream(parts: int, many: bool = False) -> int:
         base = tempfile.mkdtemp(dir=work)
@@ -264,18 +273,24 @@ def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
 
     out = []
     batch_secs: list[float] = []
+    cpu_lines: list[str] = []
     for name, action in (("mysql_cdc_binlog (Spark SQL, one task, count)", lambda: int(spark.sql(sql).count())),
+                         ("mysql_cdc_binlog data source (the SQL view), one task, count", lambda: view(1)),
+                         ("mysql_cdc_binlog data source, binlog_partitions 2 (two tasks)", lambda: view(2)),
                          ("stream (readStream, availableNow, one task, count)", lambda: stream(1)),
                          ("stream, binlog_partitions 2 (parallel catch-up: two tasks)", lambda: stream(2)),
                          ("stream of tables (the many-table envelope: JSON values), one task",
                           lambda: stream(1, True))):
         runs, batches = [], []
-        for _ in range(repeat):
+        for k in range(repeat):
             batch_secs.clear()
             with PeakRss(lambda: [jvm_pid]) as mem:
+                cpu = CpuAccount(jvm_pid)
                 t = time.monotonic()
                 rows = action()
                 runs.append((time.monotonic() - t, rows, mem.peak_total))
+                if k == repeat - 1:  # warm: the first run of a surface starts its Python workers
+                    cpu_lines.append(f"| {name} | {cpu.line(runs[-1][0], mem.peak_python / 2**20)} |")
             if batch_secs:
                 batches.append((batch_secs[0], rows, mem.peak_total))
         out.append((name, runs))
@@ -283,7 +298,56 @@ def spark_surfaces(info: ServerInfo, rng: Range, repeat: int, work: str
             short = {"stream (": "stream, one task", "stream, ": "stream, two tasks"}.get(name[:8], "stream of tables")
             out.append((f"{short}: its micro-batch alone (Spark's addBatch: no query start and end)", batches))
     spark.stop()
-    return out
+    return out, cpu_lines
+
+
+class CpuAccount:
+    """Where the CPU went while a Spark surface read (the last run of each): the machine's cores busy, the
+    database server's processes, the Spark JVM, and its Python processes (workers and planners: the live ones'
+    CPU seconds and those of the ones their parents reaped, so a worker that ends mid-run still counts)."""
+
+    def __init__(self, jvm_pid: int) -> None:
+        self.jvm = psutil.Process(jvm_pid)
+        self.servers = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("mysqld", "mariadbd")]
+        self.machine = self._busy()
+        self.start = self._groups()
+
+    @staticmethod
+    def _busy() -> float:
+        t = psutil.cpu_times()  # user holds guest time already
+        return (sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0)
+                - getattr(t, "guest_nice", 0.0))
+
+    def _groups(self) -> tuple[float, float, float]:
+        def secs(q: psutil.Process, reaped: bool) -> float:
+            try:
+                t = q.cpu_times()
+            except psutil.Error:
+                return 0.0
+            return t.user + t.system + (t.children_user + t.children_system if reaped else 0.0)
+
+        def python(q: psutil.Process) -> bool:
+            try:
+                return "python" in (q.name() or "")
+            except psutil.Error:  # ended since it was listed (its time is its parent's now)
+                return False
+
+        try:
+            kids = self.jvm.children(recursive=True)
+            jt = self.jvm.cpu_times()
+            jvm, reaped = jt.user + jt.system, jt.children_user + jt.children_system  # the JVM's children: Python
+        except psutil.Error:
+            kids, jvm, reaped = [], 0.0, 0.0
+        return (jvm, reaped + sum(secs(q, True) for q in kids if python(q)),
+                sum(secs(q, False) for q in self.servers))
+
+    def line(self, wall: float, worker_mb: float) -> str:
+        end = self._groups()
+        busy = self._busy() - self.machine
+        jvm, workers, server = (b - a for a, b in zip(self.start, end))
+        cores = os.cpu_count() or 1
+        return (f"{wall:.2f} | {busy / wall / cores:.0%} | {jvm:.1f} | {workers:.1f} | {server:.1f} | "
+                f"{busy - jvm - workers - server:.1f} | {worker_mb:,.0f}")
 
 
 def run_server(kind: str, scale: float, repeat: int, readers: set[str]) -> str:
@@ -343,7 +407,15 @@ def run_server(kind: str, scale: float, repeat: int, readers: set[str]) -> str:
                                     [(secs, rows, rss) for secs, _, rows, rss in runs]))
                 print(f"{results[-1][0]}: {min(r[0] for r in results[-1][1]):.2f} s", flush=True)
         if "spark" in readers:
-            results += spark_surfaces(info, rng, repeat, work)
+            got, cpu_lines = spark_surfaces(info, rng, repeat, work)
+            results += got
+            notes.append("\n".join([
+                f"Where the CPU went in the last run of each Spark surface ({kind}; CPU seconds of the Spark JVM, "
+                "its Python processes (workers and the data source's planner), the database server, and the rest "
+                "of the machine's busy time), and the largest Python process's peak RSS:", "",
+                "| surface | seconds | cores busy | Spark JVM | Python processes | database server | the rest | "
+                "largest Python process (MB) |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |", *cpu_lines]))
     return "\n\n".join([table(kind, n, changes, repeat, results), *notes])
 
 

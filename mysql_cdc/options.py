@@ -75,8 +75,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("startup_timestamp", str, None,
                "with startup timestamp: epoch seconds, milliseconds with their unit ('1700000000000ms'), or "
                "ISO-8601; earlier commits are not emitted"),
-    OptionSpec("end", str, "latest", "mysql_cdc_binlog: where a batch read stops, 'latest' (taken when the read "
-               "starts) or 'file:pos'"),
+    OptionSpec("end", str, "latest", "mysql_cdc_binlog (the SQL function and the data source): where a batch read "
+               "stops, 'latest' (taken when the read starts) or 'file:pos'"),
     OptionSpec("once", bool, False,
                "streaming: read up to the binlog's end taken when the stream starts, then plan no more batches (what "
                "Trigger.AvailableNow does; on Spark 4.0 and 4.1, where a Python source cannot tell its trigger, "
@@ -94,7 +94,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "columns, or for good where it would need a new snapshot); stop: every such statement stops the "
                "stream (see Schema changes)"),
     OptionSpec("binlog_partitions", int, 0,
-               "streaming: Spark tasks that read one micro-batch's binlog range at once, cut at transaction "
+               "streaming and the mysql_cdc_binlog data source: Spark tasks that read one micro-batch's (or the "
+               "read's) binlog range at once, cut at transaction "
                "boundaries (parallel catch-up of a backlog): n, parts of at least 1 MB; 1: one reader; 0: as many "
                "as the session runs tasks at once, parts of at least 16 MB (only a backlog is split)"),
     OptionSpec("driver_host", str, None,

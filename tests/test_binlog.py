@@ -24,7 +24,8 @@ from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.store import ChunkRecord, StateStore
-from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change
+from mysql_cdc.udtf.binlog.columns import ColumnImages
+from mysql_cdc.udtf.binlog.phase import BinlogPhase, Change, run_changes
 from mysql_cdc.udtf.binlog.rules import recorded_rules
 from mysql_cdc.udtf.binlog.server_ids import claimed_server_id
 from mysql_cdc.udtf.binlog.startup import ReadFrom, rules_start, server_end
@@ -157,6 +158,13 @@ def test_snapshot_plus_changes_equal_the_table_and_each_change_comes_once(
         m.flush_logs()        # the backfill and the binlog phase cross a rotation
         m.delete(1640)
         m.insert(1640)        # a deleted key comes back
+        # one event of keys in a chunk read already and in chunks read later: cut by the emit rule
+        keys = (30, 32, 34, 1500, 1502)
+        m.w("UPDATE t SET v = v + 7 WHERE id IN (30, 32, 34, 1500, 1502)")
+        m.images.append((m.w.writes[-1], [img for k in keys
+                                          for img in (("-U", k, m.rows[k]), ("+U", k, m.rows[k] + 7))]))
+        for k in keys:
+            m.rows[k] += 7
 
     def while_chunk_6_reads() -> None:
         m.update(1250)
@@ -196,6 +204,12 @@ def test_snapshot_plus_changes_equal_the_table_and_each_change_comes_once(
     assert 0 < len(during_images & set(got)) < len(during_images)
     positions = [(ch.file, ch.pos, ch.row) for ch in changes]
     assert len(positions) == len(set(positions))
+    # the same read as runs of walked events (what the Spark surfaces read): the same change rows, the events
+    # the snapshot overlaps decided on their key column and cut into their emitted stretches
+    phase, start = _phase(profile, db, store)
+    runs = list(phase.runs(start, None, columns=True))
+    assert [tuple(c) for r in runs for c in run_changes(r)] == [tuple(c) for c in changes]
+    assert any(isinstance(r.values, ColumnImages) and r.values.span is not None for r in runs)
 
 
 def test_reading_up_to_an_end_then_on_from_it_loses_and_repeats_nothing(
@@ -676,6 +690,43 @@ def test_a_range_cut_at_transaction_boundaries_reads_the_same_changes_as_one_rea
     assert all(per_part) and [ch for part in per_part for ch in part] == whole
     assert start.auto_position == (info.kind == "mysql")  # the first part starts from a GTID set on MySQL
     assert phase.cut_points(start, end, 3, 10**9) == []  # too short to be worth cutting
+
+
+def test_a_cut_range_gives_each_part_the_xa_transactions_open_at_its_cut(
+        profile: ConnectionProfile, info: Any, db: str, root: Any, table: Model) -> None:
+    """An xid prepared before the range, committed in its first part, prepared again and committed in its
+    second: the second part delivers the new prepare's rows, given the XA transactions open at its cut (it was
+    given those open at the range's start, and delivered the old prepare's rows again, the new ones never)."""
+    opts = parse_options({"tables": f"{db}\\.t"})
+    facts, plans = plan_tables(profile, opts)
+    t = TableId(db, "t")
+    phase = BinlogPhase(profile, facts, opts, {t: plans[0].schema}, {t: None})
+    run = functools.partial(statements_alone, info, db)
+    root.cursor().execute("CREATE TABLE pad (id INT AUTO_INCREMENT PRIMARY KEY, b LONGBLOB)")
+    before = ReadFrom(BinlogOffset(*binlog_end(root)[:2]))
+    run("XA START 'again'", "UPDATE t SET v = -1 WHERE id = 2", "XA END 'again'", "XA PREPARE 'again'")
+    at = BinlogOffset(*binlog_end(root)[:2])
+    phase.batch_end(before, at)
+    start = ReadFrom(at, xa=phase.pending_xa)  # the prepared transaction open at the start, as a stream has it
+    assert [p.xid for p in start.xa] and len(start.xa) == 1
+    run("XA COMMIT 'again'")
+    run("XA START 'again'", "UPDATE t SET v = -2 WHERE id = 4", "XA END 'again'", "XA PREPARE 'again'")
+    for _ in range(8):  # 2 MB of other transactions: the range is cut among them
+        run("INSERT INTO pad (b) VALUES (REPEAT('x', 262144))")
+    run("XA COMMIT 'again'")
+    end = BinlogOffset(*binlog_end(root)[:2])
+    whole = [(ch.op, ch.values) for ch in phase.changes(start, end)]
+    assert whole == [("-U", (2, 2)), ("+U", (2, -1)), ("-U", (4, 4)), ("+U", (4, -2))]
+    assert phase.batch_end(start, end) == end
+    cuts = phase.cut_points(start, end, 2, 1, phase.seen)
+    assert len(cuts) == 1
+    starts = BinlogPhase.part_starts(start, cuts, phase.seen_xa)
+    assert [p.xid for p in starts[1].xa] == [p.xid for p in start.xa] and starts[1].xa != start.xa
+    parts = [(ch.op, ch.values) for a, b in zip(starts, [*cuts, end]) for ch in phase.changes(a, b)]
+    assert parts == whole
+    # a stream that has no scan of the batch at hand (a restart) lets cut_points scan: the same sets
+    again = phase.cut_points(start, end, 2, 1)
+    assert again == cuts and BinlogPhase.part_starts(start, again, phase.seen_xa) == starts
 
 
 def test_a_read_across_server_restarts_decodes_each_table_by_its_own_map(

@@ -87,6 +87,11 @@ def test_sql_text_and_options_cannot_send_a_secret_to_a_host_they_name(spark: An
         with pytest.raises(Exception, match="option 'password' is not taken"):
             (spark.read.format("mysql_cdc").option("host", "127.0.0.1").option("port", fake.port)
              .option("password", ref).option("table", "a.b").load().collect())
+        # the binlog's data source, as its SQL function, takes no connection options at all
+        with pytest.raises(Exception, match=r"forbidden option\(s\) \['host', 'password', 'port', 'user'\]") as e:
+            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW stolen USING mysql_cdc_binlog OPTIONS (host '127.0.0.1', "
+                      f"port '{fake.port}', user 'x', password '{ref}', table 'a.b')").collect()
+        assert ref not in str(e.value)
     # a profile's password goes only to its own host: an option that moves the connection is refused
     for key, value in (("host", "127.0.0.2"), ("port", "1"), ("ssl_mode", "disabled")):
         with pytest.raises(Exception, match=f"source='shop' \\(a connection profile\\) or the option\\(s\\) {key}"):
@@ -110,6 +115,7 @@ def test_what_spark_pickles_holds_no_password(profile: ConnectionProfile, db: st
     from pyspark import cloudpickle
 
     from mysql_cdc.udtf.spark.batch_source import build_data_source
+    from mysql_cdc.udtf.spark.binlog_source import build_binlog_source
 
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     root.cursor().execute("INSERT INTO t VALUES (1, 1), (2, 2)")
@@ -121,7 +127,8 @@ def test_what_spark_pickles_holds_no_password(profile: ConnectionProfile, db: st
     start = stream.initialOffset()
     parts = batch.partitions() + stream.partitions(start, stream.next_offset(start, 0))
     assert parts
-    for obj in (batch, stream, *parts):
+    changes = build_binlog_source({}, 2)({"source": "pickled", "table": f"{db}.t", "startup": "earliest"}).reader(None)
+    for obj in (batch, stream, changes, *parts, *changes.partitions()):
         data = cloudpickle.dumps(obj)
         assert profile.password.encode() not in data, type(obj).__name__
     copy = cloudpickle.loads(cloudpickle.dumps(batch))

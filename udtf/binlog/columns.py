@@ -200,12 +200,17 @@ class ColumnPlan:
         images in order. Raises :class:`Misread` where the row reader would read a value otherwise."""
         width = len(self.specs)
         bases, at, cut = [], 0, []
+        datas: list[bytes] = []
+        base_of: dict[int, int] = {}  # parts of one event (ColumnImages.part) share its bytes: joined once
         for data, places, update in pieces:
-            bases.append(at)
-            at += len(data)
+            if id(data) not in base_of:
+                base_of[id(data)] = at
+                datas.append(data)
+                at += len(data)
+            bases.append(base_of[id(data)])
             k = len(places) // width
             cut.append(np.arange(k) % 2 == 0 if update else np.zeros(k, np.bool_))
-        joined = b"".join([*(d for d, _, _ in pieces), bytes(16)])
+        joined = b"".join([*datas, bytes(16)])
         buf = np.frombuffer(joined, np.uint8)
         mats = [np.array(places, np.int64).reshape(-1, width) for _, places, _ in pieces]
         pos = (np.concatenate([np.where(m >= 0, m + base, -1) for m, base in zip(mats, bases)]) if mats
@@ -414,15 +419,17 @@ class ColumnImages(Sequence[tuple[Any, ...]]):
     :meth:`cut_before` cuts the before images, the values it drops are not read (as a row read with the table's
     ``before_keep`` does not read them): a value the row reader would refuse there raises nothing."""
 
-    __slots__ = ("_cut", "_row_reader", "_rows", "data", "keep", "places", "plan", "update")
+    __slots__ = ("_cut", "_row_reader", "_rows", "_whole", "data", "keep", "places", "plan", "span", "update")
 
     def __init__(self, plan: ColumnPlan, data: bytes, places: list[int], update: bool,
-                 keep: frozenset[int] | None, row_reader: Callable[[bytes, int, int], list[tuple[Any, ...]]]
-                 ) -> None:
+                 keep: frozenset[int] | None, row_reader: Callable[[bytes, int, int], list[tuple[Any, ...]]],
+                 span: tuple[int, int] | None = None) -> None:
         self.plan, self.data, self.places, self.update, self.keep = plan, data, places, update, keep
         self._row_reader = row_reader
         self._rows: list[tuple[Any, ...]] | None = None
         self._cut: frozenset[int] | None = None  # before images cut after the row read (cut_before)
+        self.span = span  # the images first..end of the event's, when a part (places are theirs alone)
+        self._whole: ColumnImages | None = None  # a part's event, whose row read its parts share
 
     def cut_before(self, keep: frozenset[int]) -> ColumnImages:
         """The images with each before image cut to the columns ``keep`` (an update event's; others as
@@ -430,13 +437,39 @@ class ColumnImages(Sequence[tuple[Any, ...]]):
         if not self.update or (self.keep is not None and self.keep <= keep):
             return self
         got = ColumnImages(self.plan, self.data, self.places, True, keep if self.keep is None else keep & self.keep,
-                           self._row_reader)
+                           self._row_reader, self.span)
         got._cut = got.keep
+        got._whole = self._whole
         return got
+
+    def part(self, first: int, end: int) -> ColumnImages:
+        """Images ``first`` up to ``end`` of the event (an update event's from a before image: ``first``
+        even), as a walked event of their own: the emitted ones of an event the emit rule cut
+        (:mod:`udtf.binlog.emit_columns`)."""
+        assert self.span is None and self._cut is None and not (self.update and first % 2)
+        width = len(self.plan.specs)
+        got = ColumnImages(self.plan, self.data, self.places[first * width:end * width], self.update, self.keep,
+                           self._row_reader, (first, end))
+        got._whole = self
+        return got
+
+    def int_column(self, i: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Column ``i``'s values as a NumPy integer array and where they are NULL, when it is read as Arrow
+        integers (``None`` otherwise): the chunk key the emit rule places images by."""
+        spec = self.plan.specs[i]
+        if spec.kind != "int" or not pa.types.is_integer(spec.arrow):
+            return None
+        at = np.array(self.places[i::len(self.plan.specs)], np.int64)
+        null = at < 0
+        values = _read(spec, np.frombuffer(self.data + bytes(16), np.uint8), np.where(null, 0, at), null)
+        return values.fill_null(0).to_numpy(), null
 
     def rows(self) -> list[tuple[Any, ...]]:
         if self._rows is None:
-            rows = self._row_reader(self.data, 0, len(self.data))
+            if self._whole is not None and self.span is not None:  # the event's row read, once for its parts
+                rows = self._whole.rows()[self.span[0]:self.span[1]]
+            else:
+                rows = self._row_reader(self.data, 0, len(self.data))
             cut = self._cut
             if cut is not None:
                 rows = [v if k % 2 else tuple(x if i in cut else None for i, x in enumerate(v))

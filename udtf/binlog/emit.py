@@ -55,6 +55,7 @@ class EmitRule:
         if len(self._starts) != len(ranges) - 1:
             raise StateError("only the first chunk may be open below")
         self._nulls = nulls is not None
+        self._int_starts: Any = None
         self._highs = [*highs, *([nulls] if nulls is not None else [])]
         highs = self._highs
         self._sets = [GtidSet.parse(h.gtids) if h.kind == "gtid" else None for h in highs]
@@ -108,8 +109,21 @@ class EmitRule:
             return False
         return None
 
+    def int_starts(self) -> Any:
+        """The chunks' start keys (the first chunk's left out) as a NumPy array of int64 where each is one
+        integer that fits (a one-column integer key: :mod:`.emit_columns`), else ``None``."""
+        if self._int_starts is None:
+            import numpy as np
+
+            fits = all(len(k) == 1 and type(k[0]) is int and -2**63 <= k[0] < 2**63 for k in self._starts)
+            self._int_starts = np.array([k[0] for k in self._starts], np.int64) if fits else False
+        return None if self._int_starts is False else self._int_starts
+
     def emit(self, key: SortKey | None, event: BinlogOffset, gtid: str | None = None) -> bool:
-        i = self.owner(key)
+        return self.emit_in(self.owner(key), event, gtid)
+
+    def emit_in(self, i: int, event: BinlogOffset, gtid: str | None = None) -> bool:
+        """Whether an event is emitted for a key of chunk ``i`` (:meth:`owner`)."""
         high, gset = self._highs[i], self._sets[i]
         if gset is not None:
             if gtid is None:

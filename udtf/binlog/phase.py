@@ -33,7 +33,9 @@ from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog.catchup import keep_boundary, range_bytes, split_points
+from mysql_cdc.udtf.binlog.columns import ColumnImages
 from mysql_cdc.udtf.binlog.emit import EmitRule, SortKey
+from mysql_cdc.udtf.binlog.emit_columns import emitted, stretches
 from mysql_cdc.udtf.binlog.rowimage import RowDecoders
 from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, server_end
@@ -145,6 +147,7 @@ class BinlogPhase:
         self.new_table_seen = False
         self.dropped: list[SchemaChange] = []
         self.seen: list[BinlogOffset] = []  # boundaries the last batch_end scan passed (see keep_boundary)
+        self.seen_xa: dict[tuple[str, int], Any] = {}  # the XA transactions open at each of them
         self.transactions = 0
         self.last: BinlogOffset | None = None
 
@@ -246,6 +249,7 @@ class BinlogPhase:
         self.new_table_seen = False
         self.dropped = []
         self.seen = []
+        self.seen_xa = {}
         creating: list[str] = []
 
         def found(ch: SchemaChange) -> None:
@@ -277,6 +281,8 @@ class BinlogPhase:
                     pending = after(pending, txn.xa)
                     self.pending_xa = pending
                     keep_boundary(self.seen, last)
+                    if self.seen[-1] is last:
+                        self.seen_xa[(last.file, last.pos)] = pending
                     if self.dropped:  # the batch is the DROP statement alone
                         return last
                     if creating:  # the batch ends just after the statement: the next one adds the table
@@ -305,11 +311,19 @@ class BinlogPhase:
         """Ends of transactions after ``start`` up to ``end``, at most one per :data:`BOUNDARY_STEP` bytes (a
         boundary scan: no row is decoded, and a DDL statement is a boundary like any other)."""
         out: list[BinlogOffset] = []
+        pending = start.xa
+        self.seen_xa = {}  # the XA transactions open at each boundary kept, as batch_end notes them
         with claimed_id(self.profile, self.opts) as sid:
             for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
                                          decode_rows=False, on_schema_change=lambda ch: None, xa_search=False):
-                keep_boundary(out, BinlogOffset(txn.file, txn.end))
+                if not txn.complete:
+                    continue
+                pending = after(pending, txn.xa)
+                last = BinlogOffset(txn.file, txn.end)
+                keep_boundary(out, last)
+                if out[-1] is last:
+                    self.seen_xa[(last.file, last.pos)] = pending
         return out
 
     def cut_points(self, start: ReadFrom, end: BinlogOffset, parts: int, min_bytes: int,
@@ -325,6 +339,16 @@ class BinlogPhase:
             return []
         found = self.boundaries(start, end) if boundaries is None else boundaries
         return split_points(start.offset, end, found, sizes, parts, min_bytes)
+
+    @staticmethod
+    def part_starts(start: ReadFrom, cuts: Sequence[BinlogOffset], xa_at: Mapping[tuple[str, int], Any]
+                    ) -> list[ReadFrom]:
+        """Where each part of a cut range starts: ``start``, then each cut, given the XA transactions open
+        there (``xa_at``: :attr:`seen_xa` of the scan that found the cuts, :meth:`batch_end`'s or
+        :meth:`boundaries`'). An xid committed and prepared again before a cut is open there with its new
+        prepare, which the part after it delivers at its commit."""
+        return [start, *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=start.skip_before,
+                                  xa=xa_at.get((c.file, c.pos), start.xa)) for c in cuts)]
 
     def row_columns(self, start: ReadFrom, end: BinlogOffset) -> list[str] | None:
         """The columns (as the binlog's table map names them) of the first row of the tables changed after
@@ -350,13 +374,17 @@ class BinlogPhase:
 
     def _runs(self, txn: Transaction, first: int) -> Iterator[ChangeRun]:
         """A transaction's change rows as runs: an event's rows (a :class:`RowsRun`) whole when every image of
-        it is emitted without looking at keys; row by row (:meth:`_transaction`) when the emit rule has to
-        look at a key of one of its events."""
-        decided: list[tuple[TableId, bool]] = []
+        it is emitted without looking at keys; the emitted stretches of a walked event whose one-column integer
+        chunk key the emit rule reads as a column (:mod:`.emit_columns`); row by row (:meth:`_transaction`)
+        when the emit rule has to look at another key of one of its events."""
+        decided: list[tuple[TableId, Any]] = []
         for item in txn.rows:
             t = self._ids.get((item.database, item.table)) or TableId(item.database, item.table)
             rule = self.rules.get(t)
-            d = True if rule is None else rule.decided(BinlogOffset(item.file, item.pos), item.gtid)
+            d: Any = True if rule is None else rule.decided(BinlogOffset(item.file, item.pos), item.gtid)
+            if d is None:
+                assert rule is not None
+                d = self._emitted(t, rule, item)
             if d is None:
                 rows = [r for it in txn.rows for r in as_rows(it)]
                 for ch in self._transaction(rows, txn.timestamp, first):
@@ -368,9 +396,15 @@ class BinlogPhase:
         ts = txn.timestamp
         for item, (t, d) in zip(txn.rows, decided):
             if isinstance(item, RowsRun):
-                if d:
-                    yield ChangeRun(t, _RUN_OPS[item.op], item.images, item.file, item.pos, n, item.gtid, ts,
-                                    change_sequence(item.file, item.start, 0))
+                seq = change_sequence(item.file, item.start, 0)
+                if d is True:
+                    yield ChangeRun(t, _RUN_OPS[item.op], item.images, item.file, item.pos, n, item.gtid, ts, seq)
+                elif d is not False:  # the images' verdicts: their emitted stretches
+                    assert isinstance(item.images, ColumnImages)
+                    for a, b, op in stretches(d, item.op == "update"):
+                        vals = item.images.part(a, b) if op is None else [item.images[a]]
+                        yield ChangeRun(t, op or _RUN_OPS[item.op], vals, item.file, item.pos, n + a, item.gtid, ts,
+                                        seq + a)
                 n += len(item.images)
                 continue
             if not d:  # not converted: it may predate the table's snapshot and have another shape
@@ -379,6 +413,19 @@ class BinlogPhase:
             for ch in self._every_change((item,), ts, n):
                 yield ChangeRun(t, ch.op, (ch.values,), ch.file, ch.pos, ch.row, ch.gtid, ts, ch.seq)
                 n += 1
+
+    def _emitted(self, t: TableId, rule: EmitRule, item: BinlogRow | RowsRun) -> Any:
+        """The emit rule's verdict on each image of a walked rows event (a NumPy mask) where the table's chunk
+        key is one column read as integers, else ``None`` (decided row by row)."""
+        if not isinstance(item, RowsRun) or not isinstance(item.images, ColumnImages):
+            return None
+        kp = self._keypos[t]
+        fits = len(kp) == 1 and item.images.span is None and rule.int_starts() is not None
+        got = item.images.int_column(kp[0]) if fits else None
+        if got is None:
+            return None
+        mask = emitted(rule, got[0], got[1], BinlogOffset(item.file, item.pos), item.gtid)
+        return True if mask.all() else False if not mask.any() else mask
 
     def _every_change(self, rows: Sequence[BinlogRow], ts: int, first: int) -> Iterator[Change]:
         """:meth:`_transaction` where no table has an emit rule (a read past every chunk, or from an offset):

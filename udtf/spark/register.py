@@ -172,7 +172,8 @@ def _keep(folder: str) -> None:
 
 def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code: bool | None = None,
              carry: tuple[str, ...] = ()) -> None:
-    """Register ``mysql_cdc_chunks``, ``mysql_cdc_snapshot`` and the ``mysql_cdc`` data source on ``spark``.
+    """Register ``mysql_cdc_chunks``, ``mysql_cdc_snapshot``, ``mysql_cdc_binlog`` and the ``mysql_cdc`` and
+    ``mysql_cdc_binlog`` data sources on ``spark``.
 
     ``profiles`` maps profile names to connections (a :class:`ConnectionProfile`, a mapping with host, port,
     user, password, or a ``mysql://user:password@host:port`` URL). SQL names a profile, never a password; the
@@ -187,6 +188,7 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     remote = _is_connect(spark)
     check_pyspark(str(spark.version) if remote else None)  # one clear error before anything version-bound loads
     from mysql_cdc.udtf.spark.batch_source import build_data_source
+    from mysql_cdc.udtf.spark.binlog_source import build_binlog_source
     from mysql_cdc.udtf.spark.output import CHUNK_TABLE_DDL
     from mysql_cdc.udtf.spark.sql_functions import build_binlog_udtf, build_chunks_udtf, build_snapshot_udtf
 
@@ -216,7 +218,9 @@ def register(spark: Any, profiles: Mapping[str, Any] | None = None, *, ship_code
     binlog = _create_py_udtf(build_binlog_udtf(profs), returnType=None, name="mysql_cdc_binlog", useArrow=True)
     spark.udtf.register("mysql_cdc_snapshot", snapshot)
     spark.udtf.register("mysql_cdc_binlog", binlog)
-    spark.dataSource.register(build_data_source(profs, _parallelism(spark, remote)))
+    parallelism = _parallelism(spark, remote)
+    spark.dataSource.register(build_data_source(profs, parallelism))
+    spark.dataSource.register(build_binlog_source(profs, parallelism))
 
 
 def _conf_items(spark: Any, remote: bool) -> list[tuple[str, str]]:

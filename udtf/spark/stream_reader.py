@@ -132,7 +132,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         self._highest: dict[int, BinlogOffset] = {}
         # the transaction boundaries of the range latestOffset just planned, found by its scan: partitions()
         # cuts the range with them instead of scanning it again (a restart's replay scans)
-        self._planned: tuple[str, tuple[str, int], list[BinlogOffset]] | None = None
+        self._planned: tuple[str, tuple[str, int], list[BinlogOffset], dict[tuple[str, int], Any]] | None = None
         self._rules_done: dict[int, dict[TableId, Any]] = {}
         self._xa_after: tuple[str, tuple[PendingXa, ...]] | None = None  # XA open at the end latestOffset planned
         self._chunk_reports: ChunkReports | None = None
@@ -475,7 +475,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             follow = self.opts.schema_changes == "follow"
             end = phase.batch_end(begin, end, max_rows, watch=self._watch(captured) if self.many else None,
                                   drops=self.many, follow=follow, max_bytes=self.opts.max_bytes_per_batch)
-            self._planned = (json.dumps(begin.to_dict(), sort_keys=True), (end.file, end.pos), phase.seen)
+            self._planned = (json.dumps(begin.to_dict(), sort_keys=True), (end.file, end.pos), phase.seen,
+                             phase.seen_xa)
             self._xa_after = (json.dumps(begin.to_dict(), sort_keys=True), phase.pending_xa)
             self._look_for_tables = self._look_for_tables or phase.new_table_seen
             if phase.dropped:  # the batch is a DDL statement of captured tables alone
@@ -669,18 +670,19 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         tables = tuple((t.database, t.table) for t in captured)
         stop = last.read_from.offset
         cuts: list[BinlogOffset] = []
+        xa_at: dict[tuple[str, int], Any] = {}
         schemas = self._schemas_of(captured)
         parts, min_bytes = catchup_parts(self.opts.binlog_partitions, self.parallelism)
         if parts > 1:  # parallel catch-up: the range cut at transaction boundaries
             phase = BinlogPhase(self.profile, self.facts, self.opts, schemas, {})
             planned = self._planned
-            known = planned[2] if planned is not None and planned[:2] == (
-                json.dumps(begin.to_dict(), sort_keys=True), (stop.file, stop.pos)) else None
-            cuts = phase.cut_points(begin, stop, parts, min_bytes, known)
-        # every part is given the XA transactions open at the range's start: one of them committed in a later
-        # part is read where it was prepared, not searched for (a part that meets no commit of it delivers nothing)
-        starts = [begin, *(ReadFrom(BinlogOffset(c.file, c.pos), skip_before=begin.skip_before, xa=begin.xa)
-                           for c in cuts)]
+            same = planned is not None and planned[:2] == (json.dumps(begin.to_dict(), sort_keys=True),
+                                                           (stop.file, stop.pos))
+            cuts = phase.cut_points(begin, stop, parts, min_bytes, planned[2] if planned and same else None)
+            xa_at = planned[3] if planned and same else phase.seen_xa  # the scan's: the planned one, or cut_points
+        # every part is given the XA transactions open where it starts (found by the scan that planned the batch):
+        # one of them committed in the part is read where it was prepared, not searched for
+        starts = BinlogPhase.part_starts(begin, cuts, xa_at)
         ends = [BinlogOffset(c.file, c.pos) for c in cuts] + [BinlogOffset(stop.file, stop.pos)]
         rules = tuple(self._rules_of(rounds).items()) if initial else ()
         return [BinlogPartition(a, b, initial, tables, self.opts.schema_changes == "follow",
