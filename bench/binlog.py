@@ -314,9 +314,9 @@ class CpuAccount:
 
     @staticmethod
     def _busy() -> float:
-        t = psutil.cpu_times()  # user holds guest time already
+        t = psutil.cpu_times()  # user holds guest time already; steal is the hypervisor's, not this machine's work
         return (sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0)
-                - getattr(t, "guest_nice", 0.0))
+                - getattr(t, "guest_nice", 0.0) - getattr(t, "steal", 0.0))
 
     def _groups(self) -> tuple[float, float, float]:
         def secs(q: psutil.Process, reaped: bool) -> float:
