@@ -17,7 +17,6 @@ after new writes reads more."""
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -38,11 +37,9 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.udtf.binlog.catchup import catchup_parts
 from mysql_cdc.udtf.binlog.emit import EmitRule
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
-from mysql_cdc.udtf.binlog.startup import ReadFrom, parse_end
-from mysql_cdc.udtf.spark.capture import binlog_phase, planned_tables
+from mysql_cdc.udtf.binlog.startup import ReadFrom
+from mysql_cdc.udtf.spark.capture import binlog_range, planned_tables
 from mysql_cdc.udtf.spark.output import SQL_OPTION_KEYS, Output, changes_need_metadata
-
-log = logging.getLogger("mysql_cdc")
 
 
 @dataclass(frozen=True)
@@ -81,14 +78,8 @@ class BinlogRangeReader(DataSourceReader):
         self.opts = opts
         self.facts = facts
         self.schemas = dict(schemas)
-        phase, start = binlog_phase(profile, facts, self.schemas, opts)
+        phase, start, end = binlog_range(profile, facts, self.schemas, opts)
         self.rules: dict[TableId, EmitRule | None] = dict(phase.rules)
-        requested = parse_end(opts.end, profile, facts)
-        end = phase.batch_end(start, requested)  # a DDL of a captured table inside: the read ends before it
-        if end != requested:
-            log.warning("mysql_cdc_binlog of %s ends at %s:%s, before a DDL statement of a captured table; a read "
-                        "from there stops with SchemaChangedError", ", ".join(map(str, self.schemas)), end.file,
-                        end.pos)
         parts, min_bytes = catchup_parts(opts.binlog_partitions, parallelism)
         cuts = phase.cut_points(start, end, parts, min_bytes, phase.seen)  # the boundaries the scan above passed
         starts = phase.part_starts(start, cuts, phase.seen_xa)

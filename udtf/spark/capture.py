@@ -3,11 +3,13 @@ them), and the binlog phase that follows them from their recorded watermarks."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
+from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.plan import describe_table, describe_tables
 from mysql_cdc.profiles import ConnectionProfile
@@ -15,7 +17,7 @@ from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore, pin_capture
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
 from mysql_cdc.udtf.binlog.rules import recorded_rules
-from mysql_cdc.udtf.binlog.startup import ReadFrom, read_from
+from mysql_cdc.udtf.binlog.startup import ReadFrom, parse_end, read_from
 
 
 def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schemas: Mapping[TableId, TableSchema],
@@ -30,6 +32,22 @@ def binlog_phase(profile: ConnectionProfile, facts: ServerFacts, schemas: Mappin
         rules = recorded_rules(StateStore(opts.state_dir), schemas, lambda: connect(profile))
     start = read_from(profile, facts, opts, rules)
     return BinlogPhase(profile, facts, opts, schemas, {t: (rules or {}).get(t) for t in schemas}), start
+
+
+def binlog_range(profile: ConnectionProfile, facts: ServerFacts, schemas: Mapping[TableId, TableSchema],
+                 opts: CdcOptions) -> tuple[BinlogPhase, ReadFrom, BinlogOffset]:
+    """:func:`binlog_phase` and the range a bounded read (``mysql_cdc_binlog``, function or data source) reads:
+    from the start ``opts.startup`` gives up to ``opts.end``, or to the boundary just before a DDL statement of a
+    captured table inside it (logged; a read that starts at one stops with ``SchemaChangedError``). The scan
+    that finds the end leaves the range's boundaries in ``phase.seen`` (see :meth:`BinlogPhase.cut_points`)."""
+    phase, start = binlog_phase(profile, facts, schemas, opts)
+    requested = parse_end(opts.end, profile, facts)
+    end = phase.batch_end(start, requested)
+    if end != requested:
+        logging.getLogger("mysql_cdc").warning(
+            "mysql_cdc_binlog of %s ends at %s:%s, before a DDL statement of a captured table; a read from there "
+            "stops with SchemaChangedError", ", ".join(map(str, schemas)), end.file, end.pos)
+    return phase, start, end
 
 
 def planned_table(profile: ConnectionProfile, opts: CdcOptions, *, snapshot: bool = False, binlog: bool = True

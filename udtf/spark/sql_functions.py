@@ -5,7 +5,6 @@ the pickled class) and so that a Spark Connect session gets objects made for it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -20,9 +19,8 @@ from mysql_cdc.options import CdcOptions, parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.profiles import ConnectionProfile, resolve_profile
 from mysql_cdc.schema import TableSchema
-from mysql_cdc.udtf.binlog.startup import parse_end
 from mysql_cdc.udtf.convert import batch_to_rows
-from mysql_cdc.udtf.spark.capture import binlog_phase, planned_tables
+from mysql_cdc.udtf.spark.capture import binlog_range, planned_tables
 from mysql_cdc.udtf.spark.chunk_reads import Readers, check_recorded, chunk_from_row, record
 from mysql_cdc.udtf.spark.output import SQL_OPTION_KEYS, Output, change_rows, changes_need_metadata, meta_values
 
@@ -162,15 +160,7 @@ def build_binlog_udtf(profiles: Mapping[str, ConnectionProfile]) -> type:
         def eval(self, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
             assert self.facts is not None
             profile = resolve_profile(self.opts, self._profiles)
-            phase, start = binlog_phase(profile, self.facts, self.schemas, self.opts)
-            end = parse_end(self.opts.end, profile, self.facts)
-            # a DDL of a table inside the range: the read ends at the boundary before it (every change before
-            # it is returned), and a read that starts there stops with SchemaChangedError
-            requested, end = end, phase.batch_end(start, end)
-            if end != requested:
-                logging.getLogger("mysql_cdc").warning(
-                    "mysql_cdc_binlog of %s ends at %s:%s, before a DDL statement of a captured table; a read from "
-                    "there stops with SchemaChangedError", ", ".join(map(str, self.schemas)), end.file, end.pos)
+            phase, start, end = binlog_range(profile, self.facts, self.schemas, self.opts)
             output = Output(self.schemas, self.opts)
             if not output.envelope:
                 yield from change_rows(phase.runs(start, end))
