@@ -253,7 +253,7 @@ def verify(spark: Any, *, checkpoint: str, state_dir: str, source: str | None = 
 
 def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None = None, why: str = "",
                checkpoint: str | None = None, wait_seconds: float = 0.0, key_from: Any = None,
-               key_to: Any = None) -> Any:
+               key_to: Any = None, keys: Any = ()) -> Any:
     """Snapshot tables of a sync again while it runs (or when it next starts): those it captures whose
     ``db.table`` matches one of the comma-separated regular expressions ``tables``. The sync takes the request
     at its next micro-batch: that batch empties their mirror tables, and the next ones fill them from a new
@@ -264,7 +264,9 @@ def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None
 
     ``key_from``/``key_to`` (one table, a chunk key of integer columns; integers separated by commas, or a
     sequence of ints, one per key column): only the mirror's rows with a key in ``[key_from, key_to)`` are
-    deleted and read again (either end may be left open); the rest of the table stays as it is."""
+    deleted and read again (either end may be left open); the rest of the table stays as it is. ``keys`` (one
+    table, the same kind of key): a list of keys, each an int, a sequence of ints or a text of them separated by
+    commas: only those keys are read again (with ``key_from``/``key_to``: those and the range's)."""
     import math
 
     from mysql_cdc.state.store import StateStore
@@ -282,11 +284,12 @@ def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None
         assert tables is not None
         found = matching(store, tables)
         bounds = None
-        if key_from is not None or key_to is not None:
+        keys = [keys] if isinstance(keys, (int, str)) else list(keys or ())
+        if key_from is not None or key_to is not None or keys:
             if len(found) != 1:
-                raise ConfigError(f"key bounds name a range of one table, but tables {tables!r} matches "
+                raise ConfigError(f"keys and key bounds name a range of one table, but tables {tables!r} matches "
                                   f"{', '.join(map(str, found))}: give a pattern of that table alone")
-            bounds = key_range(store, found[0], key_from, key_to)
+            bounds = key_range(store, found[0], key_from, key_to, keys)
         request = ask(store, found, why, bounds)
     if not wait_seconds:
         return where(store, checkpoint, request)

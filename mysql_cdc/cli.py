@@ -558,12 +558,12 @@ def cmd_resnapshot(ns: argparse.Namespace) -> int:
 
     if bool(ns.tables) == (ns.request is not None):
         raise ConfigError("give --tables to ask for a snapshot, or --request to see where one stands: one of the two")
-    if (ns.key_from is not None or ns.key_to is not None) and not ns.tables:
-        raise ConfigError("--key-from and --key-to name a key range of the table --tables names: give --tables")
+    if (ns.key_from is not None or ns.key_to is not None or ns.key) and not ns.tables:
+        raise ConfigError("--key-from, --key-to and --key name keys of the table --tables names: give --tables")
     now = mysql_cdc.resnapshot(state_dir=ns.state_dir, tables=ns.tables,
                                request=ns.request, checkpoint=ns.checkpoint, wait_seconds=ns.wait_seconds,
                                why="mysql-cdc resnapshot" if ns.tables else "", key_from=ns.key_from,
-                               key_to=ns.key_to)
+                               key_to=ns.key_to, keys=ns.key or ())
     if ns.tables and now.state == "waiting":
         from mysql_cdc.udtf.sync.target import sync_holds
 
@@ -861,6 +861,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--key-from", help="read again only the rows with a key from this one on (one table; a key of "
                    "integer columns: integers separated by commas, one per key column)")
     r.add_argument("--key-to", help="... and below this key (excluded); either bound may be left out")
+    r.add_argument("--key", action="append", help="read again only this key (one table, as --key-from; give it "
+                   "once per key; with --key-from/--key-to, these keys and that range)")
     r.add_argument("--request", type=int, help="the number of an earlier request: say where it stands")
     r.add_argument("--checkpoint", help="the sync's Spark checkpoint location: to tell when the request is done")
     r.add_argument("--wait-seconds", type=float, default=0.0,

@@ -1,6 +1,7 @@
-"""A key range of one table, read again on demand (``mysql-cdc resnapshot --key-from/--key-to``, ``verify
+"""A key range of one table, read again on demand (``mysql-cdc resnapshot --key-from/--key-to/--key``, ``verify
 --repair``): half-open ``[start, end)`` over the table's chunk key, either end open (``None``), compared as the
-server compares the key: column after column (pure; no server, no Spark).
+server compares the key: column after column, less the ``gaps`` in it, so that a list of keys is one range too
+(a key ``k`` is the span ``[k, k')``, ``k'`` its last column plus one) (pure; no server, no Spark).
 
 Only chunk keys of integer columns, NOT NULL, take a range: their order is the same in MySQL, in Spark and in
 delta-rs, so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`) are exactly those the source
@@ -20,6 +21,20 @@ including, ``(3, 0)``; its SQL text says so column by column, each bound one dis
 (True, {'key_columns': ['a', 'b'], 'start': [1, 5], 'end': [3, 0]})
 >>> KeyRange(("id",), None, None).predicate(str)
 'TRUE'
+
+Two keys far apart and a range beside them are one range with gaps, read again alone (its spans), not the
+smallest range holding them all; its SQL text is one disjunction per span:
+
+>>> k = KeyRange.of_keys(("id",), [(7,), (400,), (8,)]).union(KeyRange(("id",), (1000,), (1200,)))
+>>> k.text(), k.spans()
+('id in [7, 9), [400, 401), [1000, 1200)', [((7,), (9,)), ((400,), (401,)), ((1000,), (1200,))])
+>>> k.contains((8,)), k.contains((9,)), k.contains((400,)), k.to_dict()["gaps"]
+(True, False, True, [[[9], [400]], [[401], [1000]]])
+>>> KeyRange(("id",), (7,), (9,), (((8,), (9,)),))
+Traceback (most recent call last):
+...
+mysql_cdc.errors.ConfigError: key range gap ((8,), (9,)) must lie inside [(7,), (9,)) after the gaps before \
+it, with keys on both sides
 """
 
 from __future__ import annotations
@@ -32,6 +47,10 @@ from typing import Any
 from mysql_cdc.errors import ConfigError
 
 IntKey = tuple[int, ...]
+Span = tuple[IntKey | None, IntKey | None]
+# a request names at most this many spans of a table (a longer list of keys is joined across its smallest gaps:
+# more rows are read again, the same keys among them), so that a mirror's delete is one predicate of bounded size
+MAX_SPANS = 64
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,7 @@ class KeyRange:
     key_columns: tuple[str, ...]
     start: IntKey | None = None
     end: IntKey | None = None
+    gaps: tuple[tuple[IntKey, IntKey], ...] = ()  # half-open, inside [start, end), in order: keys not in the range
 
     def __post_init__(self) -> None:
         if not self.key_columns:
@@ -53,35 +73,90 @@ class KeyRange:
                                   f"column of the key ({', '.join(self.key_columns)}) in order")
         if self.start is not None and self.end is not None and not self.start < self.end:
             raise ConfigError(f"key range start {self.start!r} is not below its end {self.end!r}: nothing to read")
+        below = self.start
+        for gap in self.gaps:
+            a, b = gap
+            if not (len(a) == len(b) == len(self.key_columns) and (below is None or below < a) and a < b
+                    and (self.end is None or b < self.end)):
+                raise ConfigError(f"key range gap {gap!r} must lie inside [{self.start!r}, {self.end!r}) after the "
+                                  "gaps before it, with keys on both sides")
+            below = b
+
+    @classmethod
+    def of_spans(cls, key_columns: Sequence[str], spans: Sequence[Span]) -> KeyRange:
+        """The union of half-open spans (``None``: open), in any order, overlapping or not; at most
+        :data:`MAX_SPANS` of them kept apart (the smallest gaps closed first: a range that holds them all).
+
+        >>> KeyRange.of_spans(("id",), [((5,), (9,)), ((1,), (3,)), ((3,), (4,))]).text()
+        'id in [1, 4), [5, 9)'
+        >>> KeyRange.of_spans(("id",), [((5,), (9,)), (None, (6,))]).text()
+        'id in [-inf, 9)'
+        """
+        cols = tuple(str(c) for c in key_columns)
+        if not spans:
+            raise ConfigError(f"a key range over {', '.join(cols)} needs at least one span or key")
+        ordered = sorted(spans, key=lambda s: (s[0] is not None, s[0] or ()))  # open below first
+        merged: list[list[Any]] = []
+        for a, b in ordered:
+            last = merged[-1] if merged else None
+            if last is not None and (last[1] is None or a is None or a <= last[1]):  # overlapping or touching
+                last[1] = None if last[1] is None or b is None else max(last[1], b)
+            else:
+                merged.append([a, b])
+        while len(merged) > MAX_SPANS:  # join across the smallest gap (by key value, column after column)
+            i = min(range(len(merged) - 1),
+                    key=lambda j: tuple(y - x for x, y in zip(merged[j][1], merged[j + 1][0])))
+            merged[i][1] = merged[i + 1][1]
+            del merged[i + 1]
+        gaps = tuple((tuple(merged[i][1]), tuple(merged[i + 1][0])) for i in range(len(merged) - 1))
+        return cls(cols, merged[0][0], merged[-1][1], gaps)
+
+    @classmethod
+    def of_keys(cls, key_columns: Sequence[str], keys: Sequence[Sequence[int]]) -> KeyRange:
+        """Exactly the keys given (each the span from it to its last column plus one; keys next to each other join).
+
+        >>> KeyRange.of_keys(("a", "b"), [(1, 5), (1, 6), (2, 0)]).text()
+        '(a, b) in [(1, 5), (1, 7)), [(2, 0), (2, 1))'
+        """
+        return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], k[-1] + 1)) for k in map(tuple, keys)])
+
+    def spans(self) -> list[Span]:
+        """The range's half-open spans in key order: ``[start, gap start)``, ... ``[last gap end, end)``."""
+        edges: list[Any] = [self.start, *(v for g in self.gaps for v in g), self.end]
+        return [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
 
     def contains(self, key: Sequence[int]) -> bool:
         """Whether a full key lies in the range."""
         k = tuple(key)
-        return (self.start is None or k >= self.start) and (self.end is None or k < self.end)
+        return ((self.start is None or k >= self.start) and (self.end is None or k < self.end)
+                and not any(a <= k < b for a, b in self.gaps))
 
     def predicate(self, quote: Callable[[str], str]) -> str:
         """SQL text that holds for exactly the keys in the range (integer literals; ``quote`` makes a column's
-        name an identifier of the engine's dialect)."""
-        parts = []
-        if self.start is not None:
-            parts.append(_bound(self.key_columns, self.start, ">", quote))
-        if self.end is not None:
-            parts.append(_bound(self.key_columns, self.end, "<", quote))
-        return " AND ".join(parts) or "TRUE"
+        name an identifier of the engine's dialect): the span's bounds, or one disjunction per span."""
+        def span(start: IntKey | None, end: IntKey | None) -> str:
+            parts = []
+            if start is not None:
+                parts.append(_bound(self.key_columns, start, ">", quote))
+            if end is not None:
+                parts.append(_bound(self.key_columns, end, "<", quote))
+            return " AND ".join(parts) or "TRUE"
+        spans = self.spans()
+        if len(spans) == 1:
+            return span(*spans[0])
+        return " OR ".join(f"({span(a, b)})" for a, b in spans)
 
-    def hull(self, other: KeyRange) -> KeyRange:
-        """The smallest range holding both (requests for one table are taken together).
+    def union(self, other: KeyRange) -> KeyRange:
+        """The keys of both (requests for one table are taken together): their spans joined, no key more.
 
-        >>> KeyRange(("id",), (5,), (9,)).hull(KeyRange(("id",), (1,), (3,)))
-        KeyRange(key_columns=('id',), start=(1,), end=(9,))
-        >>> KeyRange(("id",), (5,), (9,)).hull(KeyRange(("id",), None, (3,))).start is None
-        True
+        >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), (1,), (3,))).text()
+        'id in [1, 3), [5, 9)'
+        >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), None, (6,)))
+        KeyRange(key_columns=('id',), start=None, end=(9,), gaps=())
         """
         if other.key_columns != self.key_columns:
             raise ConfigError(f"key ranges over {self.key_columns!r} and {other.key_columns!r} cannot be joined")
-        start = None if self.start is None or other.start is None else min(self.start, other.start)
-        end = None if self.end is None or other.end is None else max(self.end, other.end)
-        return KeyRange(self.key_columns, start, end)
+        return KeyRange.of_spans(self.key_columns, [*self.spans(), *other.spans()])
 
     def text(self) -> str:
         """For lines a user reads.
@@ -92,17 +167,24 @@ class KeyRange:
         def show(b: IntKey | None, inf: str) -> str:
             return inf if b is None else ", ".join(map(str, b)) if len(b) == 1 else f"({', '.join(map(str, b))})"
         cols = self.key_columns[0] if len(self.key_columns) == 1 else f"({', '.join(self.key_columns)})"
-        return f"{cols} in [{show(self.start, '-inf')}, {show(self.end, '+inf')})"
+        return f"{cols} in " + ", ".join(f"[{show(a, '-inf')}, {show(b, '+inf')})" for a, b in self.spans())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key_columns": list(self.key_columns), "start": None if self.start is None else list(self.start),
-                "end": None if self.end is None else list(self.end)}
+        """The range as state files and ``-R`` rows keep it (``gaps`` only when it has some: a range without
+        gaps is written as before they were known)."""
+        out: dict[str, Any] = {"key_columns": list(self.key_columns),
+                               "start": None if self.start is None else list(self.start),
+                               "end": None if self.end is None else list(self.end)}
+        if self.gaps:
+            out["gaps"] = [[list(a), list(b)] for a, b in self.gaps]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> KeyRange:
         def key(v: Any) -> IntKey | None:
             return None if v is None else tuple(int(x) for x in v)
-        return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")))
+        gaps = tuple((tuple(int(x) for x in a), tuple(int(x) for x in b)) for a, b in d.get("gaps") or ())
+        return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")), gaps)
 
 
 # delta-rs writes a DECIMAL(20, 0) column's file statistics through a double: exact below 2^53 only (a file of

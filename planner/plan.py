@@ -165,8 +165,8 @@ def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[Ta
 
 def split_key_range(profile: ConnectionProfile, opts: CdcOptions, schema: TableSchema, key_range: KeyRange,
                     slots: int = 1) -> tuple[TablePlan, tuple[int, ...]]:
-    """A table's plan when only ``key_range`` is read again (:func:`.splitter.split_range`): the plan, and the
-    indexes of its chunks outside the range."""
+    """A table's plan when only ``key_range`` is read again (:func:`.splitter.split_range`, its spans): the plan,
+    and the indexes of its chunks outside the range (around it and in its gaps)."""
     if tuple(schema.chunk_key) != key_range.key_columns or schema.nullable_key:
         raise ChunkKeyError(f"the key range {key_range.text()} of {str(schema.table)!r} is not over its chunk key "
                             f"({', '.join(schema.chunk_key)}) any more: snapshot the whole table again")
@@ -174,9 +174,10 @@ def split_key_range(profile: ConnectionProfile, opts: CdcOptions, schema: TableS
     try:
         facts = server_facts(conn)
         avg, _ = table_stats(conn, schema, facts.flavor)
-        rows = range_rows(conn, schema, key_range.start, key_range.end)
+        spans = key_range.spans()
+        rows = sum(range_rows(conn, schema, start, end) for start, end in spans)
         size = bounded_chunk_rows(opts, avg, rows, slots)
-        chunks, outside = split_range(conn, schema, key_range.start, key_range.end, size)
+        chunks, outside = split_range(conn, schema, spans, size)
         return TablePlan(schema, tuple(chunks), size, avg), outside
     finally:
         conn.close()

@@ -211,17 +211,26 @@ def split_table(conn: Any, schema: TableSchema, chunk_size: int, lower: float = 
     return chunks_from_bounds(schema.table, cols, _query_bounds(conn, schema, chunk_size, None, None), nullable)
 
 
-def split_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | None, chunk_size: int
+def split_range(conn: Any, schema: TableSchema, spans: list[tuple[Key | None, Key | None]], chunk_size: int
                 ) -> tuple[list[Chunk], tuple[int, ...]]:
-    """Chunks of a whole table whose rows ``[start, end)`` are read again (a key range asked for on demand): the
-    range split by boundaries the server finds, ``chunk_size`` rows apart, between a chunk below ``start`` and
-    one from ``end`` on, which are not read (their indexes are returned: the rows there stay as the mirror holds
-    them, recorded at the point the range left the capture)."""
-    inner = _query_bounds(conn, schema, chunk_size, start, end)
-    bounds = [*([start] if start is not None else []), *inner, *([end] if end is not None else [])]
+    """Chunks of a whole table whose rows in ``spans`` (half-open ``[start, end)``, in key order, apart: a key
+    range asked for on demand, :meth:`~mysql_cdc.keyrange.KeyRange.spans`) are read again: each span split by
+    boundaries the server finds, ``chunk_size`` rows apart, with a chunk below the first, one between each two
+    and one from the last's end on, which are not read (their indexes are returned: the rows there stay as the
+    mirror holds them, recorded at the point the range left the capture)."""
+    bounds: list[Key] = []
+    around: list[int] = []  # positions in ``bounds`` where a chunk not read starts (-1: the first, open below)
+    for i, (start, end) in enumerate(spans):
+        if start is not None:
+            if i == 0:
+                around.append(-1)  # (-inf, start)
+            bounds.append(start)
+        bounds += _query_bounds(conn, schema, chunk_size, start, end)
+        if end is not None:
+            around.append(len(bounds))  # [end, next start) or [end, +inf)
+            bounds.append(end)
     chunks = chunks_from_bounds(schema.table, schema.chunk_key, bounds)
-    outside = (*((0,) if start is not None else ()), *((len(chunks) - 1,) if end is not None else ()))
-    return chunks, outside
+    return chunks, tuple(p + 1 for p in around)
 
 
 def cut_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | None, chunk_size: int) -> list[Key]:

@@ -42,7 +42,9 @@ tables = st.builds(TableId, names, names)
 points = st.fixed_dictionaries({"file": files, "pos": st.integers(4, 2**40)})
 key_ranges = st.builds(lambda cols, a, b: KeyRange(cols, *sorted([a, b])) if a != b else KeyRange(cols, a, None),
                        st.just(("a", "b")), st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9)),
-                       st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9)))
+                       st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9))) | st.builds(
+    KeyRange.of_keys, st.just(("a", "b")),
+    st.lists(st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9)), min_size=1, max_size=5))  # with gaps
 rounds = st.builds(lambda t, resume, dropped, note, end, at, request, rs: Round(
     t, resume, dropped, note, end, at, request, tuple((d, r) for d, r in zip(dropped, rs)),
     {"file": "b.1", "pos": 4, "gtids": None, "kind": "position"} if rs and dropped else None),

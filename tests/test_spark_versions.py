@@ -310,25 +310,25 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
         assert checks[t]["rows"] == sum(_source(info, db, t, KEYS[t]).values()) > 0, checks[t]
         assert not checks[t]["not_checked"], checks[t]
         assert (checks[t]["changed"], checks[t]["differing"]) == ((["'k00003'"], 1) if t == "b" else ([], 0)), checks[t]
-    # a key range of c (its key two integer columns, its table with column mapping) read again on demand: rows
-    # changed behind the sync's back inside it are set right (one the source lost, one it gained), one outside
-    # it stays as the mirror had it; Spark's Delta deletes the range's rows in the batch's commit
+    # a key range of c (its key two integer columns, its table with column mapping) and one key beside it read
+    # again on demand: rows changed behind the sync's back inside them are set right (two the source lost, one it
+    # gained), one outside stays as the mirror had it; Spark's Delta deletes their rows in the batch's commit
     for sql in ("SET sql_log_bin = 0", "DELETE FROM c WHERE x = 2 AND y = 9", "INSERT INTO c (x, y) VALUES (2, 1000)",
-                "DELETE FROM c WHERE x = 4 AND y = 4", "SET sql_log_bin = 1"):
+                "DELETE FROM c WHERE x = 4 AND y = 4", "DELETE FROM c WHERE x = 5 AND y = 5", "SET sql_log_bin = 1"):
         cur.execute(sql)
     asked = subprocess.run([sys.executable, "-m", "mysql_cdc", "resnapshot", "--state-dir", state, "--tables",
-                            f"{db}[.]c", "--key-from", "2,0", "--key-to", "3,0"], cwd=ROOT, env=env,
+                            f"{db}[.]c", "--key-from", "2,0", "--key-to", "3,0", "--key", "4,4"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=120)
     assert asked.returncode == 0 and "snapshot request 1 recorded" in asked.stdout, asked.stdout + asked.stderr
     p = _sync([*args, "--once"], profile, log)
     _ended(p, log, 600)
     done = mysql_cdc.resnapshot(state_dir=state, request=1, checkpoint=ck)
-    assert done.line() == f"request 1: done: {db}.c ((x, y) in [(2, 0), (3, 0))) snapshotted again (from round " \
-        f"{done.round})", done.line()
+    assert done.line() == f"request 1: done: {db}.c ((x, y) in [(2, 0), (3, 0)), [(4, 4), (4, 5))) snapshotted " \
+        f"again (from round {done.round})", done.line()
     data = pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(table_path(to, TableId(db, "c"))))
                     .execute("SELECT x, y FROM t").read_all())
     got = collections.Counter(zip(data.column("x").to_pylist(), data.column("y").to_pylist()))
-    assert got == _source(info, db, "c", ["x", "y"]) + collections.Counter([(4, 4)]), got
+    assert got == _source(info, db, "c", ["x", "y"]) + collections.Counter([(5, 5)]), got
     assert "DELETE" in _delta_operations(table_path(to, TableId(db, "c")))
 
 

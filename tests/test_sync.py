@@ -339,6 +339,7 @@ DDL_AT_KILL: dict[int, tuple[str, ...]] = {
 EIGHT_KILLS_TABLES = [*MIRRORED, GONE, NEW]  # GONE's mirror must end empty
 RESNAPSHOT_AT_KILL, RESNAPSHOT = 5, "t0[2-7]_.*"  # tables snapshotted again on request, killed in the middle
 RANGE_AT_KILL, RANGE_TABLE, RANGE = 6, "t08_neg", (-1900, -1750)  # a key range of one more table, asked later
+RANGE_KEYS = (-1500, -1100)  # and two keys of it beside the range (which the writers write too)
 
 
 def _inside_resnapshot(ck: str, state: str) -> bool | None:
@@ -407,7 +408,8 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
                                p.poll() is not None, 300, f"the binlog past {RANGE_TABLE}'s chunks")
                     ranged = subprocess.run([sys.executable, "-m", "mysql_cdc", "resnapshot", "--state-dir", state,
                                              "--tables", f"{db}[.]{RANGE_TABLE}", "--key-from", str(RANGE[0]),
-                                             "--key-to", str(RANGE[1])], cwd=ROOT, env=_repo_env(True),
+                                             "--key-to", str(RANGE[1]), *(f"--key={k}" for k in RANGE_KEYS)],
+                                            cwd=ROOT, env=_repo_env(True),
                                             capture_output=True, text=True, timeout=120)
                     assert ranged.returncode == 0 and "snapshot request 1 recorded" in ranged.stdout, \
                         ranged.stdout + ranged.stderr
@@ -434,14 +436,16 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
         store = StateStore(args[args.index("--state-dir") + 1])
         ranged_done = mysql_cdc.resnapshot(state_dir=store.location, request=1, checkpoint=ck)
         assert ranged_done.state == "done", ranged_done
-        assert ranged_done.line().endswith(f"{db}.{RANGE_TABLE} (id in [{RANGE[0]}, {RANGE[1]})) snapshotted "
+        keys = "".join(f", [{k}, {k + 1})" for k in RANGE_KEYS)
+        assert ranged_done.line().endswith(f"{db}.{RANGE_TABLE} (id in [{RANGE[0]}, {RANGE[1]}){keys}) snapshotted "
                                            f"again (from round {ranged_done.round})"), ranged_done.line()
         t08 = TableId(db, RANGE_TABLE)
         records = {r.index: r for r in store.chunk_records(t08)}
         outside = store.outside(t08)
-        assert len(outside) == 2 and all(records[i].rows == 0 for i in outside), records
-        inside = [records[i] for i in records if i not in outside]
-        assert (inside[0].start, inside[-1].end) == (f"[{RANGE[0]}]", f"[{RANGE[1]}]"), inside
+        assert len(outside) == 4 and all(records[i].rows == 0 for i in outside), records  # below, two gaps, above
+        inside = [records[i] for i in sorted(records) if i not in outside]
+        assert (inside[0].start, inside[-3].end) == (f"[{RANGE[0]}]", f"[{RANGE[1]}]"), inside
+        assert [(r.start, r.end) for r in inside[-2:]] == [(f"[{k}]", f"[{k + 1}]") for k in RANGE_KEYS], inside
     finally:
         if p is not None and p.poll() is None:  # a failed wait leaves no sync running
             _kill(p)

@@ -177,7 +177,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
     with pytest.raises(mysql_cdc.ConfigError,  # a DECIMAL(20,0) in a lake (MariaDB's column type: bigint(20) unsigned)
                        match=r"id in \[1, 9007199254740992\) .* its bound 9007199254740992 of id "
-                             r"\(bigint(\(20\))? unsigned\) is not below 2\^53, .*; give lower bounds"):
+                             r"\(bigint(\(20\))? unsigned\) is not below 2\^53, .*; give lower keys"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**53))
     z = f"{db}[.]`z%s`"
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
@@ -186,12 +186,18 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_to="1,2")
     with pytest.raises(mysql_cdc.ConfigError, match=r"start \(9,\) is not below its end \(3,\)"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="9", key_to="3")
-    with pytest.raises(mysql_cdc.ConfigError, match=r"key bounds name a range of one table, but tables"):
+    with pytest.raises(mysql_cdc.ConfigError, match=r"keys and key bounds name a range of one table, but tables"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.](tv|k2)", key_from="1")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"key bound '1,2' has 2 values but the key has 1 column"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, keys=["5", "1,2"])
+    with pytest.raises(mysql_cdc.ConfigError, match=r"id in \[5, 6\), \[9007199254740992, 9007199254740993\) .* its "
+                       r"bound 9007199254740993 of id .* is not below 2\^53"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", keys=[5, 2**53])
     # tv's key is BIGINT UNSIGNED (its mirror's a DECIMAL(20, 0), whose file statistics delta-rs keeps as
-    # doubles, and it holds 2^64 - 1): a range below 2^53 is read again alone, every damaged key in it
-    asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to="1000",
-                                 checkpoint=args["checkpoint"])
+    # doubles, and it holds 2^64 - 1): a range below 2^53 is read again alone, with two keys far from it (the
+    # mirror's extra rows 998 and 999: only a range with a gap holds every damaged key and not the rest)
+    asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to="200",
+                                 keys=["999", 998], checkpoint=args["checkpoint"])
     assert (asked.request, asked.state) == (1, "waiting")
     # a request for a table that left the capture after it was asked for: passed over, and said so
     StateStore(args["state_dir"]).record_request(ResnapshotRequest((TableId(db, "left"),), "test"))
@@ -204,7 +210,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         done = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=request, checkpoint=args["checkpoint"])
         assert done.state == "done" and TableId(db, table) in done.snapshotted, done
     ranges = {str(t): r.text() for rnd in StateStore(args["state_dir"]).rounds() for t, r in rnd.ranges}
-    assert ranges == {f"{db}.tv": "id in [1, 1000)"}, ranges
+    assert ranges == {f"{db}.tv": "id in [1, 200), [998, 1000)"}, ranges
     passed = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=2, checkpoint=args["checkpoint"])
     assert passed.state == "passed" and "names no table captured now" in passed.why, passed
     final = _verify(classic_spark, args, recheck_seconds=0)
@@ -251,7 +257,7 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         # a table the writers leave alone and one they write (a row the source never had): found, and only there;
         # --repair: the running sync snapshots both again while the writers write again, and they verify clean
         path = table_path(args["to"], TableId(db, "still"))
-        deltalake.DeltaTable(path).delete("id = 7")
+        deltalake.DeltaTable(path).delete("id = 7 OR id = 400")
         t01 = deltalake.DeltaTable(table_path(args["to"], TableId(db, "t01_int")))
         one = t01.to_pyarrow_table().slice(0, 1)
         deltalake.write_deltalake(t01.table_uri, one.set_column(0, one.schema.field(0),
@@ -262,17 +268,18 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             assert second.repair is not None and second.repair.state == "done", second.lines()
             bad = {t.table.split(".", 1)[1]: t for t in second.repair.before}
             assert sorted(bad) == ["still", "t01_int"], second.lines()
-            assert (bad["still"].missing, bad["t01_int"].extra) == (("7",), ("1000000",)), second.lines()
-            # each repaired by a key range read again (the differing keys' smallest range), not the whole table
+            assert (bad["still"].missing, bad["t01_int"].extra) == (("400", "7"), ("1000000",)), second.lines()
+            # each repaired by its differing keys read again (a key range with a gap), not the whole table nor
+            # the smallest range holding them (393 rows more)
             store = StateStore(args["state_dir"])
             taken = {str(t): r.text() for rnd in store.rounds() for t, r in rnd.ranges}  # one round, or two
-            assert taken == {f"{db}.still": "id in [7, 8)", f"{db}.t01_int": "id in [1000000, 1000001)"}, taken
+            assert taken == {f"{db}.still": "id in [7, 8), [400, 401)",
+                             f"{db}.t01_int": "id in [1000000, 1000001)"}, taken
             reads = [r.rows for r in store.chunk_records(TableId(db, "still"))]
-            assert sum(reads) == 1 and len(reads) == 3, reads
+            assert sum(reads) == 2 and len(reads) == 5, reads
             assert _by_table(second)["t01_int"].rows > 0 and _by_table(second)["still"].rows == 500
-            # summed by chunks of about the plan's 200 rows again, not by the range's two outside chunks (one of
-            # them all of the table but 8 rows): [-inf, 7), [7, 8), then [8, +inf) cut by key value (by the
-            # optimizer's estimate of its 492 rows: [8, 208), [208, 408), [408, +inf))
+            # summed by chunks of about the plan's 200 rows again, not by the range's outside chunks as they are
+            # (the gap [8, 400) and [401, +inf) are cut by key value, by the optimizer's estimate of their rows)
             assert _by_table(second)["still"].chunks >= 4, second.lines()
             assert second.ok, second.lines()
             assert q.isActive, q.exception()

@@ -503,8 +503,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
         """Snapshots asked for while the capture runs (``mysql-cdc resnapshot``, ``verify --repair``:
         ``requests/`` of the state dir) and not taken by a round yet: the highest request's number and why each
         captured table they name is to be snapshotted again (:mod:`mysql_cdc.state.resnapshot`), and the key
-        ranges asked for where only a range of a table is (one range per table: the smallest that holds every
-        range asked of it; a table also asked whole is read whole). A request whose tables all left the capture
+        ranges asked for where only a range of a table is (one range per table: the union of those asked of it,
+        :meth:`KeyRange.union`; a table also asked whole is read whole). A request whose tables all left the capture
         since is passed over, with a warning."""
         requests = self.store.requests(self._requests_taken)  # one read of a file that is not there, mostly
         if not requests:
@@ -537,7 +537,7 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 if was is None or req.range is None or was.key_columns != req.range.key_columns:
                     ranges[t] = None  # asked whole, or over other columns (a rename between): read whole
                 else:
-                    ranges[t] = was.hull(req.range)
+                    ranges[t] = was.union(req.range)
         if not why:
             return None
         return first + len(requests) - 1, why, {t: r for t, r in ranges.items() if r is not None}

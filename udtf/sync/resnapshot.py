@@ -48,9 +48,10 @@ def matching(store: StateStore, tables: str) -> list[TableId]:
 
 
 def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int] | None,
-              end: str | int | Sequence[int] | None) -> KeyRange:
-    """The key range ``[start, end)`` of ``table`` over its chunk key (text: integers separated by commas, one per
-    key column); one error, before anything is recorded, when the table's key takes no range."""
+              end: str | int | Sequence[int] | None, keys: Sequence[str | int | Sequence[int]] = ()) -> KeyRange:
+    """The keys of ``table`` read again: the key range ``[start, end)`` over its chunk key, and (or) the ``keys``
+    given one by one (text: integers separated by commas, one per key column); one error, before anything is
+    recorded, when the table's key takes no range."""
     schema = next((s for s in captured_schemas(store) if s.table == table), None)
     if schema is None:
         raise ConfigError(f"{str(table)!r} is not captured by the sync of state_dir {store.location!r}")
@@ -58,17 +59,22 @@ def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int
     why = range_problem(schema.columns, cols)
     if why is not None:
         raise ConfigError(f"a key range of {str(table)!r} cannot be read again alone: {why}; snapshot the whole "
-                          "table again (leave out the key bounds)")
+                          "table again (leave out the keys and key bounds)")
 
     def bound(b: str | int | Sequence[int] | None) -> tuple[int, ...] | None:
         if b is None or isinstance(b, str):
             return parse_bound(b, cols)
         return (b,) if isinstance(b, int) else tuple(b)
-    out = KeyRange(cols, bound(start), bound(end))
+    spans = [(bound(start), bound(end))] if start is not None or end is not None or not keys else []
+    out = KeyRange(cols, *spans[0]) if spans else None  # its own errors first (a start not below its end)
+    listed = [k for k in map(bound, keys) if k is not None]
+    if listed:
+        out = KeyRange.of_keys(cols, listed) if out is None else out.union(KeyRange.of_keys(cols, listed))
+    assert out is not None
     why = range_problem(schema.columns, cols, out)
     if why is not None:
         raise ConfigError(f"the key range {out.text()} of {str(table)!r} cannot be read again alone: {why}; give "
-                          "lower bounds, or snapshot the whole table again (leave out the key bounds)")
+                          "lower keys, or snapshot the whole table again (leave out the keys and key bounds)")
     return out
 
 
