@@ -654,8 +654,8 @@ def _range_note(planned: Any) -> str:
     around = planned.outside if planned is not None else frozenset()
     if not around:
         return ""
-    return (f" (a key range read again: the rows are its own; {len(around)} chunk(s) around it are recorded with no "
-            "rows, their rows kept in the mirror as they were)")
+    return (f" (a key range read again: the rows are its own; {len(around)} chunk(s) around it (and in its gaps) are "
+            "recorded with no rows, their rows kept in the mirror as they were)")
 
 
 def cmd_status(ns: argparse.Namespace) -> int:

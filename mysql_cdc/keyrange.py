@@ -3,11 +3,13 @@
 server compares the key: column after column, less the ``gaps`` in it, so that a list of keys is one range too
 (a key ``k`` is the span ``[k, k')``, ``k'`` its last column plus one) (pure; no server, no Spark).
 
-Only chunk keys of integer columns, NOT NULL, take a range: their order is the same in MySQL, in Spark and in
-delta-rs, so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`) are exactly those the source
-reads again. A key of strings (ordered by a collation the lake does not know), of DECIMAL or temporal values
-(literals typed per engine) is snapshotted again whole. A BIGINT UNSIGNED column (a DECIMAL(20, 0) in a lake)
-takes bounds below 2^53 only (:func:`range_problem`).
+Only chunk keys of integer and binary columns (BINARY, VARBINARY: a UUID kept as ``BINARY(16)``), NOT NULL,
+take a range: their order is the same in MySQL, in Spark, in delta-rs and in Iceberg (numbers; bytes compared
+unsigned, one after the other, a prefix first), so the rows a mirror deletes for the range
+(:meth:`KeyRange.predicate`: integer and ``X'..'`` literals) are exactly those the source reads again. A key of
+strings (ordered by a collation the lake does not know), of DECIMAL or temporal values (literals typed per
+engine) is snapshotted again whole. A BIGINT UNSIGNED column (a DECIMAL(20, 0) in a lake) takes bounds below
+2^53 only (:func:`range_problem`). The key just after a binary key ``k`` is ``k + b"\\x00"``.
 
 Worked example: over ``(a, b)`` the range ``[(1, 5), (3, 0))`` holds every key from ``(1, 5)`` up to, not
 including, ``(3, 0)``; its SQL text says so column by column, each bound one disjunction:
@@ -16,7 +18,7 @@ including, ``(3, 0)``; its SQL text says so column by column, each bound one dis
 >>> r.contains((1, 5)), r.contains((2, -9)), r.contains((1, 4)), r.contains((3, 0))
 (True, True, False, False)
 >>> r.predicate(lambda c: f"`{c}`")
-'((`a` > 1) OR (`a` = 1 AND `b` >= 5)) AND ((`a` < 3) OR (`a` = 3 AND `b` < 0))'
+'((`a` > 1) OR (`a` = 1 AND `b` >= 5)) AND ((`a` < 3) OR (`a` = 3 AND `b` <= -1))'
 >>> KeyRange.from_dict(r.to_dict()) == r, r.to_dict()
 (True, {'key_columns': ['a', 'b'], 'start': [1, 5], 'end': [3, 0]})
 >>> KeyRange(("id",), None, None).predicate(str)
@@ -39,6 +41,8 @@ it, with keys on both sides
 
 from __future__ import annotations
 
+import base64
+import heapq
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,7 +50,8 @@ from typing import Any
 
 from mysql_cdc.errors import ConfigError
 
-IntKey = tuple[int, ...]
+Value = int | bytes  # an integer column's, or a binary column's
+IntKey = tuple[Value, ...]
 Span = tuple[IntKey | None, IntKey | None]
 # a request names at most this many spans of a table (a longer list of keys is joined across its smallest gaps:
 # more rows are read again, the same keys among them), so that a mirror's delete is one predicate of bounded size
@@ -65,12 +70,19 @@ class KeyRange:
     def __post_init__(self) -> None:
         if not self.key_columns:
             raise ConfigError("a key range needs the key's columns: a table without a key is snapshotted again whole")
-        for name, b in (("start", self.start), ("end", self.end)):
+        kinds: tuple[type, ...] | None = None
+        for name, b in (("start", self.start), ("end", self.end), *(("gap", v) for g in self.gaps for v in g)):
             if b is None:
                 continue
-            if len(b) != len(self.key_columns) or not all(isinstance(v, int) and not isinstance(v, bool) for v in b):
-                raise ConfigError(f"key range {name} {b!r} must be {len(self.key_columns)} integer(s), one per "
-                                  f"column of the key ({', '.join(self.key_columns)}) in order")
+            if len(b) != len(self.key_columns) or not all(
+                    isinstance(v, (int, bytes)) and not isinstance(v, bool) for v in b):
+                raise ConfigError(f"key range {name} {b!r} must be {len(self.key_columns)} integer(s) or bytes, one "
+                                  f"per column of the key ({', '.join(self.key_columns)}) in order")
+            these = tuple(type(v) for v in b)
+            if kinds is not None and these != kinds:
+                raise ConfigError(f"key range {name} {b!r} has values of other kinds than {kinds!r}: each column's "
+                                  "values are all integers or all bytes")
+            kinds = these
         if self.start is not None and self.end is not None and not self.start < self.end:
             raise ConfigError(f"key range start {self.start!r} is not below its end {self.end!r}: nothing to read")
         below = self.start
@@ -103,22 +115,29 @@ class KeyRange:
                 last[1] = None if last[1] is None or b is None else max(last[1], b)
             else:
                 merged.append([a, b])
-        while len(merged) > MAX_SPANS:  # join across the smallest gap (by key value, column after column)
-            i = min(range(len(merged) - 1),
-                    key=lambda j: tuple(y - x for x, y in zip(merged[j][1], merged[j + 1][0])))
-            merged[i][1] = merged[i + 1][1]
-            del merged[i + 1]
+        if len(merged) > MAX_SPANS:  # keep the largest gaps (by key value, column after column), join the others
+            kept = set(heapq.nlargest(MAX_SPANS - 1, range(len(merged) - 1),
+                                      key=lambda j: _gap_size(merged[j][1], merged[j + 1][0])))
+            joined = [merged[0]]
+            for j in range(1, len(merged)):
+                if j - 1 in kept:
+                    joined.append(merged[j])
+                else:
+                    joined[-1][1] = merged[j][1]
+            merged = joined
         gaps = tuple((tuple(merged[i][1]), tuple(merged[i + 1][0])) for i in range(len(merged) - 1))
         return cls(cols, merged[0][0], merged[-1][1], gaps)
 
     @classmethod
-    def of_keys(cls, key_columns: Sequence[str], keys: Sequence[Sequence[int]]) -> KeyRange:
-        """Exactly the keys given (each the span from it to its last column plus one; keys next to each other join).
+    def of_keys(cls, key_columns: Sequence[str], keys: Sequence[Sequence[Value]]) -> KeyRange:
+        """Exactly the keys given (each the span from it to the key just after it; keys next to each other join).
 
         >>> KeyRange.of_keys(("a", "b"), [(1, 5), (1, 6), (2, 0)]).text()
         '(a, b) in [(1, 5), (1, 7)), [(2, 0), (2, 1))'
+        >>> KeyRange.of_keys(("uuid",), [(bytes.fromhex("11ee"),)]).predicate(str)
+        "((uuid >= X'11ee')) AND ((uuid < X'11ee00'))"
         """
-        return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], k[-1] + 1)) for k in map(tuple, keys)])
+        return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], _after(k[-1]))) for k in map(tuple, keys)])
 
     def spans(self) -> list[Span]:
         """The range's half-open spans in key order: ``[start, gap start)``, ... ``[last gap end, end)``."""
@@ -165,25 +184,32 @@ class KeyRange:
         'id in [10, +inf)'
         """
         def show(b: IntKey | None, inf: str) -> str:
-            return inf if b is None else ", ".join(map(str, b)) if len(b) == 1 else f"({', '.join(map(str, b))})"
+            return inf if b is None else shown_key(b)
         cols = self.key_columns[0] if len(self.key_columns) == 1 else f"({', '.join(self.key_columns)})"
         return f"{cols} in " + ", ".join(f"[{show(a, '-inf')}, {show(b, '+inf')})" for a, b in self.spans())
 
     def to_dict(self) -> dict[str, Any]:
         """The range as state files and ``-R`` rows keep it (``gaps`` only when it has some: a range without
         gaps is written as before they were known)."""
+        def items(k: IntKey) -> list[Any]:  # an integer as a JSON number (as ever), bytes as base64
+            return [{"bin": base64.b64encode(v).decode("ascii")} if isinstance(v, bytes) else v for v in k]
         out: dict[str, Any] = {"key_columns": list(self.key_columns),
-                               "start": None if self.start is None else list(self.start),
-                               "end": None if self.end is None else list(self.end)}
+                               "start": None if self.start is None else items(self.start),
+                               "end": None if self.end is None else items(self.end)}
         if self.gaps:
-            out["gaps"] = [[list(a), list(b)] for a, b in self.gaps]
+            out["gaps"] = [[items(a), items(b)] for a, b in self.gaps]
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> KeyRange:
+        def value(x: Any) -> Value:
+            if isinstance(x, dict) and set(x) == {"bin"}:
+                return base64.b64decode(str(x["bin"]), validate=True)
+            return int(x)
+
         def key(v: Any) -> IntKey | None:
-            return None if v is None else tuple(int(x) for x in v)
-        gaps = tuple((tuple(int(x) for x in a), tuple(int(x) for x in b)) for a, b in d.get("gaps") or ())
+            return None if v is None else tuple(value(x) for x in v)
+        gaps = tuple((tuple(value(x) for x in a), tuple(value(x) for x in b)) for a, b in d.get("gaps") or ())
         return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")), gaps)
 
 
@@ -196,11 +222,12 @@ EXACT_LIMIT = 2**53
 
 def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange | None = None) -> str | None:
     """Why a table whose chunk key is ``key`` (``columns``: its :class:`~mysql_cdc.schema.ColumnInfo` s) takes
-    no key range (or not ``bounds``), or ``None``: the key must be integer columns, NOT NULL, whose lake column
-    is an integer too (TINYINT(1) may be a BOOLEAN), or BIGINT UNSIGNED, whose lake column is a DECIMAL(20, 0):
-    delta-rs keeps a Delta file's statistics of it as doubles, exact below 2^53 (:data:`EXACT_LIMIT`) only, so
-    a range may not name a value at or above that in such a column (a delete of it would skip files of keys
-    in the range, or drop files of keys outside it).
+    no key range (or not ``bounds``), or ``None``: the key must be integer or binary columns, NOT NULL, whose lake
+    column is an integer (TINYINT(1) may be a BOOLEAN) or bytes too, or BIGINT UNSIGNED, whose lake column is a
+    DECIMAL(20, 0): delta-rs keeps a Delta file's statistics of it as doubles, exact below 2^53
+    (:data:`EXACT_LIMIT`) only, so a range may not name a value at or above that in such a column (a delete of
+    it would skip files of keys in the range, or drop files of keys outside it); and each bound's value is of
+    its column's kind (an integer, or bytes).
 
     >>> from mysql_cdc.schema import ColumnInfo as C
     >>> range_problem([C("id", "int", "int", False)], ["id"]) is None
@@ -211,23 +238,94 @@ def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange |
     >>> range_problem(u, ["id"], KeyRange(("id",), (2**53,)))
     "its bound 9007199254740992 of id (bigint unsigned) is not below 2^53, where the Delta files' statistics end"
     >>> range_problem([C("id", "int", "int", True)], ["id"])
-    'its chunk key id is not of integer columns, NOT NULL (id is NULL-able int)'
+    'its chunk key id is not of integer or binary columns, NOT NULL (id is NULL-able int)'
+    >>> b = [C("id", "binary", "binary(16)", False)]
+    >>> range_problem(b, ["id"], KeyRange(("id",), (b"\\x11",))), range_problem(b, ["id"], KeyRange(("id",), (5,)))
+    (None, 'its bound 5 of id (binary(16)) is not bytes: write it as 0x and hex digits, e.g. 0x11ee')
     """
     by = {c.name: c for c in columns}
     if not key or not all(k in by for k in key):
         return "it has no chunk key"
-    bad = [by[k] for k in key if by[k].nullable or not by[k].is_integral or by[k].column_type.startswith("tinyint(1)")]
+    bad = [by[k] for k in key if by[k].nullable or not (_binary(by[k]) or by[k].is_integral)
+           or by[k].column_type.startswith("tinyint(1)")]
     if bad:
         shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
-        return f"its chunk key {', '.join(key)} is not of integer columns, NOT NULL ({shown})"
+        return f"its chunk key {', '.join(key)} is not of integer or binary columns, NOT NULL ({shown})"
     if bounds is not None:
-        for b in (bounds.start, bounds.end):
-            for name, v in zip(bounds.key_columns, b or ()):
+        for b, is_end in ((b, i % 2 == 1) for span in bounds.spans() for i, b in enumerate(span)):
+            for i, (name, v) in enumerate(zip(bounds.key_columns, b or ())):
                 c = by.get(name)
-                if c is not None and c.data_type == "bigint" and "unsigned" in c.column_type and v >= EXACT_LIMIT:
+                if c is None:
+                    continue
+                if (why := kind_problem(c, v)) is not None:
+                    return why
+                if isinstance(v, bytes):
+                    continue
+                low, high = _int_values(c)
+                if is_end and i == len(b or ()) - 1:  # an end's last value is written ``<= v - 1``
+                    low, high = low + 1, high + 1
+                if not low <= v <= high:
+                    return (f"its bound {v} of {name} ({c.column_type}) is outside the values its bounds may take "
+                            f"there, {low} to {high}")
+                if c.data_type == "bigint" and "unsigned" in c.column_type and v >= EXACT_LIMIT:
                     return (f"its bound {v} of {name} ({c.column_type}) is not below 2^53, where the Delta files' "
                             "statistics end")
     return None
+
+
+_INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+
+
+def _int_values(col: Any) -> tuple[int, int]:
+    """The values an integer column holds (a literal outside its lake column's type is an error in delta-rs).
+
+    >>> from mysql_cdc.schema import ColumnInfo as C
+    >>> _int_values(C("a", "tinyint", "tinyint(3) unsigned", False)), _int_values(C("b", "int", "int", False))
+    ((0, 255), (-2147483648, 2147483647))
+    """
+    bits = _INT_BITS[str(col.data_type)]
+    if "unsigned" in str(col.column_type):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def kind_problem(col: Any, v: Value) -> str | None:
+    """Why ``v`` cannot be a bound's value of column ``col`` (bytes for a binary column, else an integer)."""
+    if _binary(col) == isinstance(v, bytes):
+        return None
+    want = "bytes: write it as 0x and hex digits, e.g. 0x11ee" if _binary(col) else "an integer"
+    return f"its bound {_shown(v)} of {col.name} ({col.column_type}) is not {want}"
+
+
+def _binary(col: Any) -> bool:
+    return str(col.data_type) in ("binary", "varbinary")
+
+
+def _after(v: Value) -> Value:
+    """The key value just after ``v``: the next integer; for bytes, ``v`` and one zero byte (no bytes between)."""
+    return v + b"\x00" if isinstance(v, bytes) else v + 1
+
+
+def _gap_size(a: IntKey, b: IntKey) -> tuple[int, ...]:
+    """How far apart two keys are, column after column, to join the nearest spans first (bytes: by their
+    first 8 bytes as a number)."""
+    def num(v: Value) -> int:
+        return int.from_bytes(v[:8].ljust(8, b"\x00"), "big") if isinstance(v, bytes) else v
+    return tuple(num(y) - num(x) for x, y in zip(a, b))
+
+
+def _shown(v: Value) -> str:
+    return "0x" + v.hex() if isinstance(v, bytes) else str(v)
+
+
+def shown_key(k: IntKey) -> str:
+    """A key for lines a user reads: ``7``, ``0x11ee``, ``(3, -4)``."""
+    return _shown(k[0]) if len(k) == 1 else f"({', '.join(map(_shown, k))})"
+
+
+def _literal(v: Value) -> str:
+    """SQL literal of a key value (MySQL, Spark SQL, DataFusion and SQLite read both alike)."""
+    return f"X'{v.hex()}'" if isinstance(v, bytes) else str(int(v))
 
 
 def reset_range(position: str | None) -> KeyRange | None:
@@ -243,18 +341,25 @@ def reset_range(position: str | None) -> KeyRange | None:
 
 
 def parse_bound(text: str | None, key_columns: Sequence[str]) -> IntKey | None:
-    """A bound as a user writes it: integers separated by commas, one per key column in order.
+    """A bound or key as a user writes it: values separated by commas, one per key column in order, each an
+    integer or, for a binary column, ``0x`` and hex digits.
 
     >>> parse_bound("10", ["id"]), parse_bound(" 3, -4 ", ["a", "b"]), parse_bound(None, ["id"])
     ((10,), (3, -4), None)
+    >>> parse_bound("0x11EE, 7", ["uuid", "n"])
+    (b'\\x11\\xee', 7)
     """
     if text is None:
         return None
+
+    def value(p: str) -> Value:
+        p = p.strip()
+        return bytes.fromhex(p[2:]) if p[:2].lower() == "0x" else int(p)
     try:
-        out = tuple(int(p) for p in text.split(","))
+        out = tuple(value(p) for p in text.split(","))
     except ValueError as e:
-        raise ConfigError(f"key bound {text!r} is not integers separated by commas, one per key column "
-                          f"({', '.join(key_columns)})") from e
+        raise ConfigError(f"key bound {text!r} is not integers (or 0x and hex digits for a binary column) separated "
+                          f"by commas, one per key column ({', '.join(key_columns)})") from e
     if len(out) != len(key_columns):
         raise ConfigError(f"key bound {text!r} has {len(out)} values but the key has {len(key_columns)} columns "
                           f"({', '.join(key_columns)})")
@@ -262,11 +367,13 @@ def parse_bound(text: str | None, key_columns: Sequence[str]) -> IntKey | None:
 
 
 def _bound(cols: Sequence[str], bound: IntKey, op: str, quote: Callable[[str], str]) -> str:
-    """Keys compared with a bound, column by column: ``>`` for a start (at or above), ``<`` for an end."""
+    """Keys compared with a bound, column by column: ``>`` for a start (at or above), ``<`` for an end; an
+    integer end's last value written ``<= v - 1`` (the end just after a column's largest value, as a key list's
+    span of it has, is no value of its type: delta-rs refuses the literal)."""
     ors = []
     for i, v in enumerate(bound):
-        eq = [f"{quote(cols[j])} = {bound[j]}" for j in range(i)]
+        eq = [f"{quote(cols[j])} = {_literal(bound[j])}" for j in range(i)]
         last = i == len(bound) - 1
-        cmp = (">=" if op == ">" else "<") if last else op
-        ors.append("(" + " AND ".join([*eq, f"{quote(cols[i])} {cmp} {v}"]) + ")")
+        cmp, w = (">=", v) if op == ">" and last else ("<=", v - 1) if last and isinstance(v, int) else (op, v)
+        ors.append("(" + " AND ".join([*eq, f"{quote(cols[i])} {cmp} {_literal(w)}"]) + ")")
     return "(" + " OR ".join(ors) + ")"

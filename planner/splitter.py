@@ -160,23 +160,26 @@ def exact_key_columns(schema: TableSchema) -> str:
                      for c in schema.chunk_key)
 
 
-def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int) -> Key | None:
-    """The key ``chunk_size`` rows after ``start`` (inclusive), moved past ``start`` when keys repeat."""
+def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int, end: Key | None = None
+                ) -> Key | None:
+    """The key ``chunk_size`` rows after ``start`` (inclusive) and below ``end`` (the index read no further than
+    that: a short span of a key range is one query of its own rows), moved past ``start`` when keys repeat."""
     cols = schema.chunk_key
     qcols = ", ".join(ident(c) for c in cols)  # executed with parameters: % written %%
     values = exact_key_columns(schema)
     table = table_ident(schema.table)
     # keys with a NULL are the NULL chunk's, never a range boundary
     nn = "".join(f"{ident(c)} IS NOT NULL AND " for c in cols if schema.column(c).nullable)
+    below, below_params = key_compare(cols, end, "<") if end is not None else ("TRUE", [])
     cur = conn.cursor()
     try:
         if start is None:
-            cur.execute(f"SELECT {values} FROM {table} WHERE {nn}TRUE ORDER BY {qcols} LIMIT 1 OFFSET %s",
-                        (chunk_size,))
+            cur.execute(f"SELECT {values} FROM {table} WHERE {nn}{below} ORDER BY {qcols} LIMIT 1 OFFSET %s",
+                        (*below_params, chunk_size))
         else:
             where, params = key_compare(cols, start, ">=")
-            cur.execute(f"SELECT {values} FROM {table} WHERE {nn}{where} ORDER BY {qcols} "
-                        "LIMIT 1 OFFSET %s", (*params, chunk_size))
+            cur.execute(f"SELECT {values} FROM {table} WHERE {nn}{where} AND {below} ORDER BY {qcols} "
+                        "LIMIT 1 OFFSET %s", (*params, *below_params, chunk_size))
         row = cur.fetchone()
         if row is None:
             return None
@@ -281,7 +284,7 @@ def _query_bounds(conn: Any, schema: TableSchema, chunk_size: int, start: Key | 
     inner: list[Key] = []
     seen: set[Key] = set()
     while True:
-        nxt = _next_start(conn, schema, start, chunk_size)
+        nxt = _next_start(conn, schema, start, chunk_size, end)
         if nxt is None or (end is not None and tuple(nxt) >= tuple(end)):
             return inner
         if start is not None and (tuple(nxt) == tuple(start) or tuple(nxt) in seen):  # it moves on, or stops

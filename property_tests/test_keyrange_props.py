@@ -35,8 +35,8 @@ def test_the_range_predicate_holds_for_exactly_the_keys_in_the_range(case: tuple
     assert got == sorted(k for k in keys if (start is None or k >= start) and (end is None or k < end))
 
 
-def _spans(n: int) -> st.SearchStrategy[list]:
-    bound = st.none() | st.tuples(*[ints] * n)
+def _spans(kinds: tuple[bool, ...]) -> st.SearchStrategy[list]:
+    bound = st.none() | st.tuples(*[st.binary(max_size=3) if b else ints for b in kinds])
 
     def ordered(pair: tuple) -> tuple:
         a, b = pair
@@ -51,15 +51,21 @@ def _query(db: sqlite3.Connection, r: KeyRange) -> list:
     return sorted(db.execute(f"SELECT * FROM t WHERE {where}").fetchall())
 
 
-@given(st.integers(1, 3).flatmap(lambda n: st.tuples(st.just(n), _spans(n), _spans(n),
-                                                    st.lists(st.tuples(*[ints] * n), min_size=1, max_size=60))))
+# each column integers or bytes (a UUID's BINARY(16)): SQLite compares BLOBs as the server and the lakes do
+kinds = st.lists(st.booleans(), min_size=1, max_size=3).map(tuple)
+
+
+@given(kinds.flatmap(lambda k: st.tuples(st.just(k), _spans(k), _spans(k), st.lists(
+    st.tuples(*[st.binary(max_size=3) if b else ints for b in k]), min_size=1, max_size=60))))
 def test_ranges_with_gaps_and_their_union_hold_exactly_their_keys(case: tuple) -> None:
-    n, spans1, spans2, keys = case
+    kind, spans1, spans2, keys = case
+    n = len(kind)
     cols = tuple(f"c {i}" for i in range(n))
     r1, r2 = KeyRange.of_spans(cols, spans1), KeyRange.of_spans(cols, spans2)
     both = r1.union(r2)
     db = sqlite3.connect(":memory:")
-    db.execute(f"CREATE TABLE t ({', '.join(f'[{c}] INTEGER' for c in cols)})")
+    types = ", ".join(f"[{c}] {'BLOB' if b else 'INTEGER'}" for c, b in zip(cols, kind))
+    db.execute(f"CREATE TABLE t ({types})")
     db.executemany(f"INSERT INTO t VALUES ({', '.join('?' * n)})", keys)
 
     def in_spans(spans: list, k: tuple) -> bool:
@@ -69,6 +75,14 @@ def test_ranges_with_gaps_and_their_union_hold_exactly_their_keys(case: tuple) -
         assert _query(db, r) == sorted(k for k in keys if r.contains(k))
         assert KeyRange.from_dict(json.loads(json.dumps(r.to_dict()))) == r
         assert len(r.spans()) == len(r.gaps) + 1 and all(a is None or b is None or a < b for a, b in r.spans())
+
+
+@given(st.lists(st.binary(max_size=3), min_size=1, max_size=3 * MAX_SPANS), st.lists(st.binary(max_size=4)))
+def test_a_list_of_binary_keys_is_exactly_those_keys(keys: list, others: list) -> None:
+    r = KeyRange.of_keys(("uuid",), [(k,) for k in keys])
+    assert all(r.contains((k,)) for k in keys) and len(r.spans()) <= MAX_SPANS
+    if len(set(keys)) <= MAX_SPANS:  # no byte string lies between k and k + 0x00
+        assert not any(r.contains((k,)) for k in others if k not in keys)
 
 
 @given(st.lists(st.tuples(ints, ints), min_size=1, max_size=3 * MAX_SPANS), st.lists(st.tuples(ints, ints)))

@@ -5,6 +5,7 @@ server's own, checked against both servers on random doubles."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from decimal import Decimal
@@ -173,17 +174,22 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         _verify(classic_spark, args, tables=f"{db}[.]nope")  # not "0 of 0 tables checked" and a clean exit
     # key bounds: refused, before anything is recorded, where a table's key takes no range or they are not its key
     with pytest.raises(mysql_cdc.ConfigError, match=r"cannot be read again alone: its chunk key a, b is not of "
-                       r"integer columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
+                       r"integer or binary columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
     with pytest.raises(mysql_cdc.ConfigError,  # a DECIMAL(20,0) in a lake (MariaDB's column type: bigint(20) unsigned)
                        match=r"id in \[1, 9007199254740992\) .* its bound 9007199254740992 of id "
-                             r"\(bigint(\(20\))? unsigned\) is not below 2\^53, .*; give lower keys"):
+                             r"\(bigint(\(20\))? unsigned\) is not below 2\^53, .*; give keys it takes"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**53))
     z = f"{db}[.]`z%s`"
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="x")
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound '1,2' has 2 values but the key has 1 column"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_to="1,2")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"its bound 2147483649 of id \(int(\(11\))?\) is outside the "
+                       r"values its bounds may take there, -2147483647 to 2147483648"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_to=str(2**31 + 1))
+    with pytest.raises(mysql_cdc.ConfigError, match=r"keys \[None\] hold None"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, keys=[None])
     with pytest.raises(mysql_cdc.ConfigError, match=r"start \(9,\) is not below its end \(3,\)"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="9", key_to="3")
     with pytest.raises(mysql_cdc.ConfigError, match=r"keys and key bounds name a range of one table, but tables"):
@@ -191,7 +197,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound '1,2' has 2 values but the key has 1 column"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, keys=["5", "1,2"])
     with pytest.raises(mysql_cdc.ConfigError, match=r"id in \[5, 6\), \[9007199254740992, 9007199254740993\) .* its "
-                       r"bound 9007199254740993 of id .* is not below 2\^53"):
+                       r"bound 9007199254740992 of id .* is not below 2\^53"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", keys=[5, 2**53])
     # tv's key is BIGINT UNSIGNED (its mirror's a DECIMAL(20, 0), whose file statistics delta-rs keeps as
     # doubles, and it holds 2^64 - 1): a range below 2^53 is read again alone, with two keys far from it (the
@@ -205,12 +211,17 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         mysql_cdc.resnapshot(state_dir=args["state_dir"], request=3)
     with pytest.raises(mysql_cdc.StateError, match=r"checkpoint .*nowhere.* is no Spark checkpoint"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], request=1, checkpoint=str(tmp_path / "nowhere"))
+    # the largest INT as a key: its span's end is no INT value (delta-rs refuses such a literal), so the mirror's
+    # delete is written id <= 2147483647
+    assert mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, keys=[2**31 - 1]).request == 3
     _sync(classic_spark, tmp_path, db, profile, chunk_size=500)
     for request, table in ((0, "k2"), (1, "tv")):
         done = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=request, checkpoint=args["checkpoint"])
         assert done.state == "done" and TableId(db, table) in done.snapshotted, done
     ranges = {str(t): r.text() for rnd in StateStore(args["state_dir"]).rounds() for t, r in rnd.ranges}
-    assert ranges == {f"{db}.tv": "id in [1, 200), [998, 1000)"}, ranges
+    assert ranges == {f"{db}.tv": "id in [1, 200), [998, 1000)",
+                      str(TableId(db, "z%s")): "id in [2147483647, 2147483648)"}, ranges
+    assert mysql_cdc.resnapshot(state_dir=args["state_dir"], request=3, checkpoint=args["checkpoint"]).state == "done"
     passed = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=2, checkpoint=args["checkpoint"])
     assert passed.state == "passed" and "names no table captured now" in passed.why, passed
     final = _verify(classic_spark, args, recheck_seconds=0)
@@ -232,10 +243,14 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
     cur = root.cursor()
     cur.execute("CREATE TABLE still (id INT PRIMARY KEY, v VARCHAR(10))")  # no writer touches it
     cur.executemany("INSERT INTO still VALUES (%s, %s)", [(i, f"v{i}") for i in range(500)])
+    # and one keyed by a UUID's 16 bytes
+    cur.execute("CREATE TABLE still_bin (id BINARY(16) PRIMARY KEY, v INT)")
+    uuids = sorted(hashlib.sha256(b"%d" % i).digest()[:16] for i in range(300))
+    cur.executemany("INSERT INTO still_bin VALUES (%s, %s)", [(u, i) for i, u in enumerate(uuids)])
     args = dict(to=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "state"),
                 tables=f"{db}[.].*", exclude=f"{db}[.]t1[03]_.*", source="src",
                 profiles={"src": profile_url(profile)}, chunk_size=200)
-    mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still"])
+    mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still", "still_bin"])
     q = None
     try:
         with Writers(info, db, seed=5):
@@ -258,6 +273,12 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         # --repair: the running sync snapshots both again while the writers write again, and they verify clean
         path = table_path(args["to"], TableId(db, "still"))
         deltalake.DeltaTable(path).delete("id = 7 OR id = 400")
+        lost = (uuids[40], uuids[250])
+        deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_bin"))).delete(
+            " OR ".join(f"id = X'{u.hex()}'" for u in lost))
+        with pytest.raises(mysql_cdc.ConfigError, match=r"key 5 of .*still_bin.*: its bound 5 of id \(binary\(16\)\) "
+                           r"is not bytes: write it as 0x and hex digits"):
+            mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_bin", keys=["5"])
         t01 = deltalake.DeltaTable(table_path(args["to"], TableId(db, "t01_int")))
         one = t01.to_pyarrow_table().slice(0, 1)
         deltalake.write_deltalake(t01.table_uri, one.set_column(0, one.schema.field(0),
@@ -267,17 +288,22 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             second = _verify(classic_spark, args, recheck_seconds=2, repair=True, repair_seconds=300)
             assert second.repair is not None and second.repair.state == "done", second.lines()
             bad = {t.table.split(".", 1)[1]: t for t in second.repair.before}
-            assert sorted(bad) == ["still", "t01_int"], second.lines()
+            assert sorted(bad) == ["still", "still_bin", "t01_int"], second.lines()
+            assert len(bad["still_bin"].missing) == 2 and bad["still_bin"].differing == 2, second.lines()
             assert (bad["still"].missing, bad["t01_int"].extra) == (("400", "7"), ("1000000",)), second.lines()
             # each repaired by its differing keys read again (a key range with a gap), not the whole table nor
             # the smallest range holding them (393 rows more)
             store = StateStore(args["state_dir"])
             taken = {str(t): r.text() for rnd in store.rounds() for t, r in rnd.ranges}  # one round, or two
             assert taken == {f"{db}.still": "id in [7, 8), [400, 401)",
+                             f"{db}.still_bin": ", ".join(f"[0x{u.hex()}, 0x{u.hex()}00)" for u in lost).join(
+                                 ["id in ", ""]),
                              f"{db}.t01_int": "id in [1000000, 1000001)"}, taken
-            reads = [r.rows for r in store.chunk_records(TableId(db, "still"))]
-            assert sum(reads) == 2 and len(reads) == 5, reads
+            for t in ("still", "still_bin"):
+                reads = [r.rows for r in store.chunk_records(TableId(db, t))]
+                assert sum(reads) == 2 and len(reads) == 5, (t, reads)
             assert _by_table(second)["t01_int"].rows > 0 and _by_table(second)["still"].rows == 500
+            assert _by_table(second)["still_bin"].rows == 300
             # summed by chunks of about the plan's 200 rows again, not by the range's outside chunks as they are
             # (the gap [8, 400) and [401, +inf) are cut by key value, by the optimizer's estimate of their rows)
             assert _by_table(second)["still"].chunks >= 4, second.lines()

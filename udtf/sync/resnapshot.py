@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyrange import KeyRange, parse_bound, range_problem
+from mysql_cdc.keyrange import IntKey, KeyRange, kind_problem, parse_bound, range_problem, shown_key
 from mysql_cdc.options import split_patterns
 from mysql_cdc.state.resnapshot import RequestProgress, progress
 from mysql_cdc.state.storage import read_text
@@ -47,11 +48,11 @@ def matching(store: StateStore, tables: str) -> list[TableId]:
     return out
 
 
-def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int] | None,
-              end: str | int | Sequence[int] | None, keys: Sequence[str | int | Sequence[int]] = ()) -> KeyRange:
+def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Sequence[Any] = ()) -> KeyRange:
     """The keys of ``table`` read again: the key range ``[start, end)`` over its chunk key, and (or) the ``keys``
-    given one by one (text: integers separated by commas, one per key column); one error, before anything is
-    recorded, when the table's key takes no range."""
+    given one by one (each a value, a sequence of them, one per key column, or their text: integers, or ``0x``
+    and hex digits for a binary column, separated by commas); one error, before anything is recorded, when the
+    table's key takes no range or a value is not of its column's kind."""
     schema = next((s for s in captured_schemas(store) if s.table == table), None)
     if schema is None:
         raise ConfigError(f"{str(table)!r} is not captured by the sync of state_dir {store.location!r}")
@@ -61,12 +62,25 @@ def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int
         raise ConfigError(f"a key range of {str(table)!r} cannot be read again alone: {why}; snapshot the whole "
                           "table again (leave out the keys and key bounds)")
 
-    def bound(b: str | int | Sequence[int] | None) -> tuple[int, ...] | None:
+    def bound(b: Any) -> IntKey | None:
         if b is None or isinstance(b, str):
-            return parse_bound(b, cols)
-        return (b,) if isinstance(b, int) else tuple(b)
+            parsed = parse_bound(b, cols)
+            if parsed is None:
+                return None
+            b = parsed
+        if isinstance(b, (int, bytes, bytearray)):
+            b = (b,)
+        out = tuple(bytes(v) if isinstance(v, bytearray) else v for v in b)
+        by = {c.name: c for c in schema.columns}
+        KeyRange(cols, out)  # one value per column, each an integer or bytes
+        for name, v in zip(cols, out):  # each of its column's kind, before values are compared
+            if (why := kind_problem(by[name], v)) is not None:
+                raise ConfigError(f"key {shown_key(out)} of {str(table)!r}: {why}")
+        return out
     spans = [(bound(start), bound(end))] if start is not None or end is not None or not keys else []
     out = KeyRange(cols, *spans[0]) if spans else None  # its own errors first (a start not below its end)
+    if any(k is None for k in keys):
+        raise ConfigError(f"keys {list(keys)!r} hold None: give each key as a value, values or their text")
     listed = [k for k in map(bound, keys) if k is not None]
     if listed:
         out = KeyRange.of_keys(cols, listed) if out is None else out.union(KeyRange.of_keys(cols, listed))
@@ -74,7 +88,7 @@ def key_range(store: StateStore, table: TableId, start: str | int | Sequence[int
     why = range_problem(schema.columns, cols, out)
     if why is not None:
         raise ConfigError(f"the key range {out.text()} of {str(table)!r} cannot be read again alone: {why}; give "
-                          "lower keys, or snapshot the whole table again (leave out the keys and key bounds)")
+                          "keys it takes, or snapshot the whole table again (leave out the keys and key bounds)")
     return out
 
 

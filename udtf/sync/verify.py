@@ -224,8 +224,8 @@ def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[ColumnInfo]) -> s
 def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     """The keys of ``check`` that differ, as a key range of those keys alone (:meth:`KeyRange.of_keys`; a long
     list joined across its smallest gaps), where a range of the table can be read again
-    (:mod:`mysql_cdc.keyrange`: a chunk key of integer columns, NOT NULL, that is the primary key, its BIGINT
-    UNSIGNED values below 2^53) and every differing key is known (no bucket left unnarrowed); else ``None``: the
+    (:mod:`mysql_cdc.keyrange`: a chunk key of integer or binary columns, NOT NULL, that is the primary key, its
+    BIGINT UNSIGNED values below 2^53) and every differing key is known (no bucket left unnarrowed); else ``None``: the
     table is read again whole.
 
     >>> from mysql_cdc.schema import ColumnInfo
@@ -240,14 +240,18 @@ def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     'id in [7, 8)'
     >>> differing_range(u, TableCheck("d.t", differing=2, keys=((Decimal(7),), (Decimal(2**53),)))) is None
     True
+    >>> b = TableSchema(TableId("d", "t"), (ColumnInfo("id", "binary", "binary(2)", False),), ("id",), ("id",))
+    >>> differing_range(b, TableCheck("d.t", differing=1, keys=((bytearray(b"\\x11\\xee"),),))).text()
+    'id in [0x11ee, 0x11ee00)'
     """
     cols = tuple(schema.chunk_key)
     if (check.buckets or not check.keys or len(check.keys) != check.differing or cols != tuple(schema.primary_key)
             or range_problem(schema.columns, cols) is not None):
         return None
-    keys = [tuple(int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else v for v in k)
-            for k in check.keys]  # a mirror's BIGINT UNSIGNED is a DECIMAL(20, 0)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for k in keys for v in k):
+    keys = [tuple(int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else
+                  bytes(v) if isinstance(v, bytearray) else v for v in k)
+            for k in check.keys]  # a mirror's BIGINT UNSIGNED is a DECIMAL(20, 0); Spark's bytes a bytearray
+    if not all(isinstance(v, (int, bytes)) and not isinstance(v, bool) for k in keys for v in k):
         return None
     out = KeyRange.of_keys(cols, keys)
     return None if range_problem(schema.columns, cols, out) is not None else out
