@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mysql_cdc.errors import ConfigError
+from mysql_cdc.types import spark_type
 
 Value = int | bytes  # an integer column's, or a binary column's
 IntKey = tuple[Value, ...]
@@ -107,6 +108,12 @@ class KeyRange:
         cols = tuple(str(c) for c in key_columns)
         if not spans:
             raise ConfigError(f"a key range over {', '.join(cols)} needs at least one span or key")
+        for a, b in spans:  # one kind per column, before keys are compared
+            KeyRange(cols, a, None), KeyRange(cols, b, None)
+        kinds = {tuple(type(v) for v in k) for span in spans for k in span if k is not None}
+        if len(kinds) > 1:
+            raise ConfigError(f"keys over {', '.join(cols)} mix values of kinds {sorted(map(str, kinds))}: each "
+                              "column's values are all integers or all bytes")
         ordered = sorted(spans, key=lambda s: (s[0] is not None, s[0] or ()))  # open below first
         merged: list[list[Any]] = []
         for a, b in ordered:
@@ -236,7 +243,11 @@ def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange |
     >>> range_problem(u, ["id"]), range_problem(u, ["id"], KeyRange(("id",), (5,), (2**53 - 1,)))
     (None, None)
     >>> range_problem(u, ["id"], KeyRange(("id",), (2**53,)))
-    "its bound 9007199254740992 of id (bigint unsigned) is not below 2^53, where the Delta files' statistics end"
+    "its bound 9007199254740992 of id (bigint unsigned) names keys at or above 2^53, where the Delta files' \
+statistics end"
+    >>> two = [C("a", "int", "int", False), C("b", "int", "int unsigned", False)]  # b's lake column a BIGINT
+    >>> range_problem(two, ["a", "b"], KeyRange(("a", "b"), None, (3, 0))) is None  # written b <= -1
+    True
     >>> range_problem([C("id", "int", "int", True)], ["id"])
     'its chunk key id is not of integer or binary columns, NOT NULL (id is NULL-able int)'
     >>> b = [C("id", "binary", "binary(16)", False)]
@@ -261,31 +272,35 @@ def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange |
                     return why
                 if isinstance(v, bytes):
                     continue
-                low, high = _int_values(c)
-                if is_end and i == len(b or ()) - 1:  # an end's last value is written ``<= v - 1``
-                    low, high = low + 1, high + 1
-                if not low <= v <= high:
+                # the value as the predicate writes it: an end's last one as ``<= v - 1``
+                written = v - 1 if is_end and i == len(b or ()) - 1 else v
+                low, high = _lake_values(c)
+                if c.data_type == "bigint" and "unsigned" in c.column_type and written >= EXACT_LIMIT:
+                    return (f"its bound {v} of {name} ({c.column_type}) names keys at or above 2^53, where the Delta "
+                            "files' statistics end")
+                if not low <= written <= high:
+                    shift = v - written
                     return (f"its bound {v} of {name} ({c.column_type}) is outside the values its bounds may take "
-                            f"there, {low} to {high}")
-                if c.data_type == "bigint" and "unsigned" in c.column_type and v >= EXACT_LIMIT:
-                    return (f"its bound {v} of {name} ({c.column_type}) is not below 2^53, where the Delta files' "
-                            "statistics end")
+                            f"there, {low + shift} to {high + shift}")
     return None
 
 
-_INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+_LAKE_BITS = {"TINYINT": 8, "SMALLINT": 16, "INT": 32, "BIGINT": 64}
 
 
-def _int_values(col: Any) -> tuple[int, int]:
-    """The values an integer column holds (a literal outside its lake column's type is an error in delta-rs).
+def _lake_values(col: Any) -> tuple[int, int]:
+    """The values an integer column's lake column holds (a literal outside it is an error in delta-rs, or worse):
+    an unsigned column's lake type is the next wider one (BIGINT UNSIGNED's a DECIMAL(20, 0), exact as file
+    statistics below 2^53).
 
     >>> from mysql_cdc.schema import ColumnInfo as C
-    >>> _int_values(C("a", "tinyint", "tinyint(3) unsigned", False)), _int_values(C("b", "int", "int", False))
-    ((0, 255), (-2147483648, 2147483647))
+    >>> _lake_values(C("a", "tinyint", "tinyint(3) unsigned", False)), _lake_values(C("b", "int", "int", False))
+    ((-32768, 32767), (-2147483648, 2147483647))
     """
-    bits = _INT_BITS[str(col.data_type)]
-    if "unsigned" in str(col.column_type):
-        return 0, 2**bits - 1
+    lake = spark_type(col)
+    if lake not in _LAKE_BITS:  # DECIMAL(20,0)
+        return -(EXACT_LIMIT - 1), EXACT_LIMIT - 1
+    bits = _LAKE_BITS[lake]
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
@@ -307,11 +322,18 @@ def _after(v: Value) -> Value:
 
 
 def _gap_size(a: IntKey, b: IntKey) -> tuple[int, ...]:
-    """How far apart two keys are, column after column, to join the nearest spans first (bytes: by their
-    first 8 bytes as a number)."""
-    def num(v: Value) -> int:
-        return int.from_bytes(v[:8].ljust(8, b"\x00"), "big") if isinstance(v, bytes) else v
-    return tuple(num(y) - num(x) for x, y in zip(a, b))
+    """How far apart two keys are, column after column, to join the nearest spans first (bytes: the earlier
+    they differ and the more at that byte, the farther; a missing byte below every byte).
+
+    >>> _gap_size((b"\\x01\\x02", 5), (b"\\x01\\x09", 0)) > _gap_size((b"\\x01\\x02\\x00", 0), (b"\\x01\\x02\\xff", 9))
+    True
+    """
+    def far(x: Value, y: Value) -> Any:
+        if not isinstance(x, bytes) or not isinstance(y, bytes):
+            return y - x  # type: ignore[operator]
+        i = next((j for j, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+        return (-i, (y[i] if i < len(y) else -1) - (x[i] if i < len(x) else -1))
+    return tuple(far(x, y) for x, y in zip(a, b))
 
 
 def _shown(v: Value) -> str:

@@ -91,3 +91,13 @@ def test_a_list_of_keys_is_read_again_with_no_key_left_out(keys: list, others: l
     assert all(r.contains(k) for k in keys) and len(r.spans()) <= MAX_SPANS
     if len(set(keys)) <= MAX_SPANS:  # not joined: no other key
         assert not any(r.contains(k) for k in others if k not in keys)
+
+
+def test_keys_of_two_kinds_in_one_column_are_one_clear_error() -> None:
+    """(A key's type changed between two requests: the stream reads the table whole instead.)"""
+    import pytest
+
+    from mysql_cdc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"mix values of kinds"):
+        KeyRange.of_keys(("id",), [(5,)]).union(KeyRange.of_keys(("id",), [(b"\x11",)]))

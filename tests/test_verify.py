@@ -177,9 +177,9 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
                        r"integer or binary columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
     with pytest.raises(mysql_cdc.ConfigError,  # a DECIMAL(20,0) in a lake (MariaDB's column type: bigint(20) unsigned)
-                       match=r"id in \[1, 9007199254740992\) .* its bound 9007199254740992 of id "
-                             r"\(bigint(\(20\))? unsigned\) is not below 2\^53, .*; give keys it takes"):
-        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**53))
+                       match=r"id in \[1, 9007199254740993\) .* its bound 9007199254740993 of id "
+                             r"\(bigint(\(20\))? unsigned\) names keys at or above 2\^53, .*; give keys it takes"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**53 + 1))
     z = f"{db}[.]`z%s`"
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="x")
@@ -197,7 +197,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound '1,2' has 2 values but the key has 1 column"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, keys=["5", "1,2"])
     with pytest.raises(mysql_cdc.ConfigError, match=r"id in \[5, 6\), \[9007199254740992, 9007199254740993\) .* its "
-                       r"bound 9007199254740992 of id .* is not below 2\^53"):
+                       r"bound 9007199254740992 of id .* names keys at or above 2\^53"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", keys=[5, 2**53])
     # tv's key is BIGINT UNSIGNED (its mirror's a DECIMAL(20, 0), whose file statistics delta-rs keeps as
     # doubles, and it holds 2^64 - 1): a range below 2^53 is read again alone, with two keys far from it (the
@@ -279,6 +279,9 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         with pytest.raises(mysql_cdc.ConfigError, match=r"key 5 of .*still_bin.*: its bound 5 of id \(binary\(16\)\) "
                            r"is not bytes: write it as 0x and hex digits"):
             mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_bin", keys=["5"])
+        with pytest.raises(mysql_cdc.ConfigError, match=r"key 0x11ee of .*: id \(binary\(16\)\) holds 16 bytes, not 2: "
+                           r"give all of them \(0x11ee0{28} if the rest are zero bytes\)"):  # it would name no row
+            mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_bin", keys=b"\x11\xee")
         t01 = deltalake.DeltaTable(table_path(args["to"], TableId(db, "t01_int")))
         one = t01.to_pyarrow_table().slice(0, 1)
         deltalake.write_deltalake(t01.table_uri, one.set_column(0, one.schema.field(0),

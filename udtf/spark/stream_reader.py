@@ -537,7 +537,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 if was is None or req.range is None or was.key_columns != req.range.key_columns:
                     ranges[t] = None  # asked whole, or over other columns (a rename between): read whole
                 else:
-                    ranges[t] = was.union(req.range)
+                    try:
+                        ranges[t] = was.union(req.range)
+                    except ConfigError:  # values of other kinds (the key's type changed between): read whole
+                        ranges[t] = None
         if not why:
             return None
         return first + len(requests) - 1, why, {t: r for t, r in ranges.items() if r is not None}

@@ -62,7 +62,9 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
         raise ConfigError(f"a key range of {str(table)!r} cannot be read again alone: {why}; snapshot the whole "
                           "table again (leave out the keys and key bounds)")
 
-    def bound(b: Any) -> IntKey | None:
+    by = {c.name: c for c in schema.columns}
+
+    def bound(b: Any, key: bool = False) -> IntKey | None:
         if b is None or isinstance(b, str):
             parsed = parse_bound(b, cols)
             if parsed is None:
@@ -70,18 +72,24 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
             b = parsed
         if isinstance(b, (int, bytes, bytearray)):
             b = (b,)
+        if not isinstance(b, (tuple, list)):
+            raise ConfigError(f"key {b!r} of {str(table)!r} is not an integer, bytes, a sequence of them (one per key "
+                              f"column: {', '.join(cols)}) or their text")
         out = tuple(bytes(v) if isinstance(v, bytearray) else v for v in b)
-        by = {c.name: c for c in schema.columns}
-        KeyRange(cols, out)  # one value per column, each an integer or bytes
+        if len(out) != len(cols) or not all(isinstance(v, (int, bytes)) and not isinstance(v, bool) for v in out):
+            raise ConfigError(f"key {out!r} of {str(table)!r} is not {len(cols)} integer(s) or bytes, one per key "
+                              f"column ({', '.join(cols)}) in order")
         for name, v in zip(cols, out):  # each of its column's kind, before values are compared
             if (why := kind_problem(by[name], v)) is not None:
+                raise ConfigError(f"key {shown_key(out)} of {str(table)!r}: {why}")
+            if key and isinstance(v, bytes) and (why := _length_problem(by[name], v)) is not None:
                 raise ConfigError(f"key {shown_key(out)} of {str(table)!r}: {why}")
         return out
     spans = [(bound(start), bound(end))] if start is not None or end is not None or not keys else []
     out = KeyRange(cols, *spans[0]) if spans else None  # its own errors first (a start not below its end)
     if any(k is None for k in keys):
         raise ConfigError(f"keys {list(keys)!r} hold None: give each key as a value, values or their text")
-    listed = [k for k in map(bound, keys) if k is not None]
+    listed = [k for k in (bound(k, key=True) for k in keys) if k is not None]
     if listed:
         out = KeyRange.of_keys(cols, listed) if out is None else out.union(KeyRange.of_keys(cols, listed))
     assert out is not None
@@ -90,6 +98,29 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
         raise ConfigError(f"the key range {out.text()} of {str(table)!r} cannot be read again alone: {why}; give "
                           "keys it takes, or snapshot the whole table again (leave out the keys and key bounds)")
     return out
+
+
+def _length_problem(col: Any, v: bytes) -> str | None:
+    """Why ``v`` is no value of binary column ``col`` as a key (a BINARY(n) holds n bytes, padded with zero
+    bytes: a shorter key names no row on either side), or ``None``.
+
+    >>> from mysql_cdc.schema import ColumnInfo as C
+    >>> _length_problem(C("id", "binary", "binary(4)", False), b"\\x11\\xee")
+    'id (binary(4)) holds 4 bytes, not 2: give all of them (0x11ee0000 if the rest are zero bytes)'
+    >>> _length_problem(C("id", "varbinary", "varbinary(4)", False), b"\\x11\\xee") is None
+    True
+    """
+    m = re.fullmatch(r"(var)?binary\((\d+)\)", str(col.column_type))
+    if m is None:
+        return None
+    n = int(m.group(2))
+    if m.group(1) is None and len(v) != n:
+        pad = "0x" + v[:n].ljust(n, b"\x00").hex()
+        return (f"{col.name} ({col.column_type}) holds {n} bytes, not {len(v)}: give all of them"
+                + (f" ({pad} if the rest are zero bytes)" if len(v) < n else ""))
+    if len(v) > n:
+        return f"{col.name} ({col.column_type}) holds at most {n} bytes, not {len(v)}"
+    return None
 
 
 def ask(store: StateStore, tables: Sequence[TableId], why: str = "", key_range: KeyRange | None = None) -> int:
