@@ -1,7 +1,7 @@
 """A key range of one table, read again on demand (``mysql-cdc resnapshot --key-from/--key-to/--key``, ``verify
 --repair``): half-open ``[start, end)`` over the table's chunk key, either end open (``None``), compared as the
 server compares the key: column after column, less the ``gaps`` in it, so that a list of keys is one range too
-(a key ``k`` is the span ``[k, k')``, ``k'`` its last column plus one) (pure; no server, no Spark).
+(a key ``k`` is the span from it to the key just after it) (pure; no server, no Spark).
 
 Only chunk keys of integer and binary columns (BINARY, VARBINARY: a UUID kept as ``BINARY(16)``), NOT NULL,
 take a range: their order is the same in MySQL, in Spark, in delta-rs and in Iceberg (numbers; bytes compared
@@ -52,8 +52,8 @@ from mysql_cdc.errors import ConfigError
 from mysql_cdc.types import spark_type
 
 Value = int | bytes  # an integer column's, or a binary column's
-IntKey = tuple[Value, ...]
-Span = tuple[IntKey | None, IntKey | None]
+RangeKey = tuple[Value, ...]
+Span = tuple[RangeKey | None, RangeKey | None]
 # a request names at most this many spans of a table (a longer list of keys is joined across its smallest gaps:
 # more rows are read again, the same keys among them), so that a mirror's delete is one predicate of bounded size
 MAX_SPANS = 64
@@ -64,9 +64,9 @@ class KeyRange:
     """``[start, end)`` over ``key_columns``; each bound a whole key (a value per column, as chunk bounds are)."""
 
     key_columns: tuple[str, ...]
-    start: IntKey | None = None
-    end: IntKey | None = None
-    gaps: tuple[tuple[IntKey, IntKey], ...] = ()  # half-open, inside [start, end), in order: keys not in the range
+    start: RangeKey | None = None
+    end: RangeKey | None = None
+    gaps: tuple[tuple[RangeKey, RangeKey], ...] = ()  # half-open, inside [start, end), in order: keys not in the range
 
     def __post_init__(self) -> None:
         if not self.key_columns:
@@ -108,8 +108,9 @@ class KeyRange:
         cols = tuple(str(c) for c in key_columns)
         if not spans:
             raise ConfigError(f"a key range over {', '.join(cols)} needs at least one span or key")
-        for a, b in spans:  # one kind per column, before keys are compared
-            KeyRange(cols, a, None), KeyRange(cols, b, None)
+        for a, b in spans:  # whole keys of integers or bytes, before keys are compared
+            KeyRange(cols, a)
+            KeyRange(cols, b)
         kinds = {tuple(type(v) for v in k) for span in spans for k in span if k is not None}
         if len(kinds) > 1:
             raise ConfigError(f"keys over {', '.join(cols)} mix values of kinds {sorted(map(str, kinds))}: each "
@@ -151,16 +152,17 @@ class KeyRange:
         edges: list[Any] = [self.start, *(v for g in self.gaps for v in g), self.end]
         return [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
 
-    def contains(self, key: Sequence[int]) -> bool:
+    def contains(self, key: Sequence[Value]) -> bool:
         """Whether a full key lies in the range."""
         k = tuple(key)
         return ((self.start is None or k >= self.start) and (self.end is None or k < self.end)
                 and not any(a <= k < b for a, b in self.gaps))
 
     def predicate(self, quote: Callable[[str], str]) -> str:
-        """SQL text that holds for exactly the keys in the range (integer literals; ``quote`` makes a column's
-        name an identifier of the engine's dialect): the span's bounds, or one disjunction per span."""
-        def span(start: IntKey | None, end: IntKey | None) -> str:
+        """SQL text that holds for exactly the keys in the range (integer and ``X'..'`` literals, an integer
+        end's last value written ``<= v - 1``; ``quote`` makes a column's name an identifier of the engine's
+        dialect): the span's bounds, or one disjunction per span."""
+        def span(start: RangeKey | None, end: RangeKey | None) -> str:
             parts = []
             if start is not None:
                 parts.append(_bound(self.key_columns, start, ">", quote))
@@ -190,7 +192,7 @@ class KeyRange:
         >>> KeyRange(("id",), (10,), None).text()
         'id in [10, +inf)'
         """
-        def show(b: IntKey | None, inf: str) -> str:
+        def show(b: RangeKey | None, inf: str) -> str:
             return inf if b is None else shown_key(b)
         cols = self.key_columns[0] if len(self.key_columns) == 1 else f"({', '.join(self.key_columns)})"
         return f"{cols} in " + ", ".join(f"[{show(a, '-inf')}, {show(b, '+inf')})" for a, b in self.spans())
@@ -198,7 +200,7 @@ class KeyRange:
     def to_dict(self) -> dict[str, Any]:
         """The range as state files and ``-R`` rows keep it (``gaps`` only when it has some: a range without
         gaps is written as before they were known)."""
-        def items(k: IntKey) -> list[Any]:  # an integer as a JSON number (as ever), bytes as base64
+        def items(k: RangeKey) -> list[Any]:  # an integer as a JSON number (as ever), bytes as base64
             return [{"bin": base64.b64encode(v).decode("ascii")} if isinstance(v, bytes) else v for v in k]
         out: dict[str, Any] = {"key_columns": list(self.key_columns),
                                "start": None if self.start is None else items(self.start),
@@ -214,7 +216,7 @@ class KeyRange:
                 return base64.b64decode(str(x["bin"]), validate=True)
             return int(x)
 
-        def key(v: Any) -> IntKey | None:
+        def key(v: Any) -> RangeKey | None:
             return None if v is None else tuple(value(x) for x in v)
         gaps = tuple((tuple(value(x) for x in a), tuple(value(x) for x in b)) for a, b in d.get("gaps") or ())
         return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")), gaps)
@@ -321,7 +323,7 @@ def _after(v: Value) -> Value:
     return v + b"\x00" if isinstance(v, bytes) else v + 1
 
 
-def _gap_size(a: IntKey, b: IntKey) -> tuple[int, ...]:
+def _gap_size(a: RangeKey, b: RangeKey) -> tuple[int, ...]:
     """How far apart two keys are, column after column, to join the nearest spans first (bytes: the earlier
     they differ and the more at that byte, the farther; a missing byte below every byte).
 
@@ -340,7 +342,7 @@ def _shown(v: Value) -> str:
     return "0x" + v.hex() if isinstance(v, bytes) else str(v)
 
 
-def shown_key(k: IntKey) -> str:
+def shown_key(k: RangeKey) -> str:
     """A key for lines a user reads: ``7``, ``0x11ee``, ``(3, -4)``."""
     return _shown(k[0]) if len(k) == 1 else f"({', '.join(map(_shown, k))})"
 
@@ -362,7 +364,7 @@ def reset_range(position: str | None) -> KeyRange | None:
     return KeyRange.from_dict(d["range"]) if isinstance(d, dict) and d.get("range") else None
 
 
-def parse_bound(text: str | None, key_columns: Sequence[str]) -> IntKey | None:
+def parse_bound(text: str | None, key_columns: Sequence[str]) -> RangeKey | None:
     """A bound or key as a user writes it: values separated by commas, one per key column in order, each an
     integer or, for a binary column, ``0x`` and hex digits.
 
@@ -388,7 +390,7 @@ def parse_bound(text: str | None, key_columns: Sequence[str]) -> IntKey | None:
     return out
 
 
-def _bound(cols: Sequence[str], bound: IntKey, op: str, quote: Callable[[str], str]) -> str:
+def _bound(cols: Sequence[str], bound: RangeKey, op: str, quote: Callable[[str], str]) -> str:
     """Keys compared with a bound, column by column: ``>`` for a start (at or above), ``<`` for an end; an
     integer end's last value written ``<= v - 1`` (the end just after a column's largest value, as a key list's
     span of it has, is no value of its type: delta-rs refuses the literal)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyrange import IntKey, KeyRange, kind_problem, parse_bound, range_problem, shown_key
+from mysql_cdc.keyrange import KeyRange, RangeKey, kind_problem, parse_bound, range_problem, shown_key
 from mysql_cdc.options import split_patterns
 from mysql_cdc.state.resnapshot import RequestProgress, progress
 from mysql_cdc.state.storage import read_text
@@ -64,7 +64,7 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
 
     by = {c.name: c for c in schema.columns}
 
-    def bound(b: Any, key: bool = False) -> IntKey | None:
+    def bound(b: Any, key: bool = False) -> RangeKey | None:
         if b is None or isinstance(b, str):
             parsed = parse_bound(b, cols)
             if parsed is None:
