@@ -687,13 +687,31 @@ def _less(sums: dict[int, tuple[int, int]], rows: dict[str, tuple[str, tuple[Any
 
 
 def key_words(key: tuple[Any, ...]) -> str:
-    """A key as the report names it: numbers as their digits, other values as Python writes them.
+    """A key as the report names it: numbers as their digits, bytes as ``0x`` and hex digits (as ``resnapshot
+    --key`` takes them), other values as Python writes them.
 
-    >>> key_words((Decimal("7"),)), key_words((3, "b"))
-    ('7', "(3, 'b')")
+    >>> key_words((Decimal("7"),)), key_words((3, "b")), key_words((bytearray(b"\\x11\\xee"),))
+    ('7', "(3, 'b')", '0x11ee')
     """
-    parts = [str(v) if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) else repr(v) for v in key]
+    parts = [str(v) if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) else
+             "0x" + bytes(v).hex() if isinstance(v, (bytes, bytearray)) else repr(v) for v in key]
     return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+def ordered_words(keys: Iterable[tuple[Any, ...]]) -> list[str]:
+    """Keys as the report names them, in key order (NULL first; as text where values of a column do not compare).
+
+    >>> ordered_words([(400,), (7,), (None,)]), ordered_words([(b"\\x02",), (bytearray(b"\\x01\\xff"),)])
+    (['None', '7', '400'], ['0x01ff', '0x02'])
+    """
+    def order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple((0, 0) if v is None else (1, bytes(v)) if isinstance(v, (bytes, bytearray)) else (2, v)
+                     for v in key)
+    keys = list(keys)
+    try:
+        return [key_words(k) for k in sorted(keys, key=order)]
+    except TypeError:
+        return sorted(map(key_words, keys))
 
 
 @dataclass
@@ -897,7 +915,7 @@ class Verifier:
             while time.monotonic() < deadline and committed_batches(self.checkpoint) <= seen:
                 time.sleep(0.2)
             d = self._round(schema, d.key_texts()).diff
-        words = [tuple(sorted(map(key_words, part.values()))[:_SHOWN])
+        words = [tuple(ordered_words(part.values())[:_SHOWN])
                  for part in (d.missing, d.extra, d.changed, d.twice)]
         return TableCheck(str(schema.table), rows=first.rows, chunks=first.chunks, in_flux=flux, missing=words[0],
                           extra=words[1], changed=words[2], twice=words[3], differing=len(d),
