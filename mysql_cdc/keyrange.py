@@ -71,19 +71,8 @@ class KeyRange:
     def __post_init__(self) -> None:
         if not self.key_columns:
             raise ConfigError("a key range needs the key's columns: a table without a key is snapshotted again whole")
-        kinds: tuple[type, ...] | None = None
-        for name, b in (("start", self.start), ("end", self.end), *(("gap", v) for g in self.gaps for v in g)):
-            if b is None:
-                continue
-            if len(b) != len(self.key_columns) or not all(
-                    isinstance(v, (int, bytes)) and not isinstance(v, bool) for v in b):
-                raise ConfigError(f"key range {name} {b!r} must be {len(self.key_columns)} integer(s) or bytes, one "
-                                  f"per column of the key ({', '.join(self.key_columns)}) in order")
-            these = tuple(type(v) for v in b)
-            if kinds is not None and these != kinds:
-                raise ConfigError(f"key range {name} {b!r} has values of other kinds than {kinds!r}: each column's "
-                                  "values are all integers or all bytes")
-            kinds = these
+        check_keys(self.key_columns, [("key range start", self.start), ("key range end", self.end),
+                                      *(("key range gap", v) for g in self.gaps for v in g)])
         if self.start is not None and self.end is not None and not self.start < self.end:
             raise ConfigError(f"key range start {self.start!r} is not below its end {self.end!r}: nothing to read")
         below = self.start
@@ -108,13 +97,7 @@ class KeyRange:
         cols = tuple(str(c) for c in key_columns)
         if not spans:
             raise ConfigError(f"a key range over {', '.join(cols)} needs at least one span or key")
-        for a, b in spans:  # whole keys of integers or bytes, before keys are compared
-            KeyRange(cols, a)
-            KeyRange(cols, b)
-        kinds = {tuple(type(v) for v in k) for span in spans for k in span if k is not None}
-        if len(kinds) > 1:
-            raise ConfigError(f"keys over {', '.join(cols)} mix values of kinds {sorted(map(str, kinds))}: each "
-                              "column's values are all integers or all bytes")
+        check_keys(cols, [(f"key range {name}", k) for span in spans for name, k in zip(("start", "end"), span)])
         ordered = sorted(spans, key=lambda s: (s[0] is not None, s[0] or ()))  # open below first
         merged: list[list[Any]] = []
         for a, b in ordered:
@@ -265,7 +248,7 @@ statistics end"
         shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
         return f"its chunk key {', '.join(key)} is not of integer or binary columns, NOT NULL ({shown})"
     if bounds is not None:
-        for b, is_end in ((b, i % 2 == 1) for span in bounds.spans() for i, b in enumerate(span)):
+        for b, is_end in ((b, is_end) for span in bounds.spans() for b, is_end in zip(span, (False, True))):
             for i, (name, v) in enumerate(zip(bounds.key_columns, b or ())):
                 c = by.get(name)
                 if c is None:
@@ -285,6 +268,30 @@ statistics end"
                     return (f"its bound {v} of {name} ({c.column_type}) is outside the values its bounds may take "
                             f"there, {low + shift} to {high + shift}")
     return None
+
+
+def check_keys(key_columns: Sequence[str], named: Sequence[tuple[str, RangeKey | None]]) -> None:
+    """One error unless each key (``None``: an open end) has one integer or bytes value per column of the key,
+    each column's values of one kind (so that keys compare), said with the name given.
+
+    >>> check_keys(("id",), [("key range start", (5,)), ("key range end", (b"\\x01",))])
+    Traceback (most recent call last):
+    ...
+    mysql_cdc.errors.ConfigError: keys over id mix values of kinds: key range end (b'\\x01',) is not of the kinds \
+before it, (<class 'int'>,); each column's values are all integers or all bytes
+    """
+    kinds: tuple[type, ...] | None = None
+    for name, k in named:
+        if k is None:
+            continue
+        if len(k) != len(key_columns) or not all(isinstance(v, (int, bytes)) and not isinstance(v, bool) for v in k):
+            raise ConfigError(f"{name} {k!r} must be {len(key_columns)} integer(s) or bytes, one per column of the "
+                              f"key ({', '.join(key_columns)}) in order")
+        these = tuple(type(v) for v in k)
+        if kinds is not None and these != kinds:
+            raise ConfigError(f"keys over {', '.join(key_columns)} mix values of kinds: {name} {k!r} is not of the "
+                              f"kinds before it, {kinds!r}; each column's values are all integers or all bytes")
+        kinds = these
 
 
 _LAKE_BITS = {"TINYINT": 8, "SMALLINT": 16, "INT": 32, "BIGINT": 64}

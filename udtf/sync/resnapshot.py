@@ -18,7 +18,7 @@ from typing import Any
 
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyrange import KeyRange, RangeKey, kind_problem, parse_bound, range_problem, shown_key
+from mysql_cdc.keyrange import KeyRange, RangeKey, check_keys, kind_problem, parse_bound, range_problem, shown_key
 from mysql_cdc.options import split_patterns
 from mysql_cdc.state.resnapshot import RequestProgress, progress
 from mysql_cdc.state.storage import read_text
@@ -76,9 +76,7 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
             raise ConfigError(f"key {b!r} of {str(table)!r} is not an integer, bytes, a sequence of them (one per key "
                               f"column: {', '.join(cols)}) or their text")
         out = tuple(bytes(v) if isinstance(v, bytearray) else v for v in b)
-        if len(out) != len(cols) or not all(isinstance(v, (int, bytes)) and not isinstance(v, bool) for v in out):
-            raise ConfigError(f"key {out!r} of {str(table)!r} is not {len(cols)} integer(s) or bytes, one per key "
-                              f"column ({', '.join(cols)}) in order")
+        check_keys(cols, [(f"key of {str(table)!r}", out)])
         for name, v in zip(cols, out):  # each of its column's kind, before values are compared
             if (why := kind_problem(by[name], v)) is not None:
                 raise ConfigError(f"key {shown_key(out)} of {str(table)!r}: {why}")
