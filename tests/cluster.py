@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import urllib.request
@@ -36,7 +37,8 @@ class StandaloneCluster:
                                                                 "SPARK_CONNECT_MODE_ENABLED")
                and not k.startswith("AWS_")}  # nor a way to the tests' S3 server: only the driver has one
         env.update(SPARK_HOME=self.spark_home, HOME=str(home), SPARK_LOG_DIR=str(home / "logs"),
-                   SPARK_LOCAL_IP="127.0.0.1")
+                   SPARK_LOCAL_IP="127.0.0.1",  # and no REST server, whose fixed port the lanes' masters share
+                   SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
         return env
 
     def _spawn(self, cmd: list[str], home: Path, log: str) -> subprocess.Popen[bytes]:
@@ -49,6 +51,8 @@ class StandaloneCluster:
         spark_class = os.path.join(self.spark_home, "bin", "spark-class")
         self.master = self._spawn([spark_class, self.MASTER, "--host", "127.0.0.1", "--port", str(self.port),
                                    "--webui-port", str(self.ui)], self.work / "master", "master.out")
+        wait_until(lambda: self._master_url() is not None, 120, "the master's start", 0.5)
+        self.url = self._master_url() or self.url  # the port it bound, if the asked one was taken meanwhile
         for i in range(self.count):
             self.start_worker(i)
         wait_until(lambda: self.alive_workers() >= self.count, 180, "the cluster's workers", 0.5)
@@ -67,14 +71,32 @@ class StandaloneCluster:
                "--memory", "1536m", "--work-dir", str(home / "work"), "--webui-port", str(_free_port())]
         self.workers[i] = self._spawn(cmd, home, "worker.out")
 
+    def _master_url(self) -> str | None:
+        log = self.work / "master" / "master.out"
+        found = re.findall(r"Starting Spark master at (spark://\S+)", log.read_text(errors="replace")) \
+            if log.exists() else []
+        return found[-1] if found else None
+
+    def _ui_port(self) -> int | None:
+        """The port the master's web UI bound, as its log says: the one asked for may have been taken between
+        ``_free_port`` and the master's start (the other lane's processes pick ports too), and the master then
+        binds the next one, while the asked port answers another service's HTML (once in a clean-clone run)."""
+        log = self.work / "master" / "master.out"
+        found = re.findall(r"Bound MasterWebUI to \S+, and started at https?://[^:/\s]+:(\d+)",
+                           log.read_text(errors="replace")) if log.exists() else []
+        return int(found[-1]) if found else None
+
     def state(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=5) as r:
+        port = self._ui_port()
+        if port is None:
+            raise ConnectionError("the master's web UI has not started yet")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=5) as r:
             return dict(json.load(r))
 
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or not the master's JSON yet
             return 0
 
     def sees(self, i: int) -> str:
