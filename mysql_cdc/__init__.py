@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 from mysql_cdc.errors import (
@@ -262,12 +264,13 @@ def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None
     ``.state``, ``.line()``), after waiting up to ``wait_seconds`` for it to be done (needs the sync's
     ``checkpoint``). With ``request`` instead of ``tables``: where that earlier request stands.
 
-    ``key_from``/``key_to`` (one table, a chunk key of integer or binary columns; values separated by commas,
-    integers or ``0x`` and hex digits, or a sequence of ints and bytes, one per key column): only the mirror's
-    rows with a key in ``[key_from, key_to)`` are deleted and read again (either end may be left open); the rest
-    of the table stays as it is. ``keys`` (one table, the same kind of key): a list of keys, each an int, bytes,
-    a sequence of them or their text: only those keys are read again (with ``key_from``/``key_to``: those and
-    the range's)."""
+    ``key_from``/``key_to`` (one table, a chunk key of integer, binary, DECIMAL (up to 15 digits), DATE, DATETIME
+    or TIMESTAMP columns; values separated by commas: integers, ``0x`` and hex digits, decimal numbers, ISO dates
+    and times (a TIMESTAMP's in UTC unless the text names its zone), or a sequence of such Python values, one per
+    key column): only the mirror's rows with a key in ``[key_from, key_to)`` are deleted and read again (either
+    end may be left open); the rest of the table stays as it is. ``keys`` (one table, the same kind of key): a
+    list of keys, each a value, a sequence of them or their text: only those keys are read again (with
+    ``key_from``/``key_to``: those and the range's)."""
     import math
 
     from mysql_cdc.state.store import StateStore
@@ -285,7 +288,8 @@ def resnapshot(*, state_dir: str, tables: str | None = None, request: int | None
         assert tables is not None
         found = matching(store, tables)
         bounds = None
-        keys = [keys] if isinstance(keys, (int, str, bytes, bytearray)) else list(keys or ())
+        keys = ([keys] if isinstance(keys, (int, str, bytes, bytearray, Decimal, dt.date))
+                else [] if keys is None else list(keys))
         if key_from is not None or key_to is not None or keys:
             if len(found) != 1:
                 raise ConfigError(f"keys and key bounds name a range of one table, but tables {tables!r} matches "

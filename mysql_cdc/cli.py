@@ -859,8 +859,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tables", action="append", help="regular expressions over 'db.table' of the captured tables "
                    "to snapshot again, e.g. 'shop[.]orders'")
     r.add_argument("--key-from", help="read again only the rows with a key from this one on (one table; a key of "
-                   "integer or binary columns: values separated by commas, one per key column, a binary one as 0x "
-                   "and hex digits)")
+                   "integer, binary, DECIMAL, DATE, DATETIME or TIMESTAMP columns: values separated by commas, one "
+                   "per key column, a binary one as 0x and hex digits, a date as 2024-02-29, a time as "
+                   "2024-02-29 10:00:00.25, a TIMESTAMP's in UTC unless it names its zone)")
     r.add_argument("--key-to", help="... and below this key (excluded); either bound may be left out")
     r.add_argument("--key", action="append", help="read again only this key (one table, as --key-from; give it "
                    "once per key; with --key-from/--key-to, these keys and that range)")

@@ -3,13 +3,16 @@
 server compares the key: column after column, less the ``gaps`` in it, so that a list of keys is one range too
 (a key ``k`` is the span from it to the key just after it) (pure; no server, no Spark).
 
-Only chunk keys of integer and binary columns (BINARY, VARBINARY: a UUID kept as ``BINARY(16)``), NOT NULL,
-take a range: their order is the same in MySQL, in Spark, in delta-rs and in Iceberg (numbers; bytes compared
-unsigned, one after the other, a prefix first), so the rows a mirror deletes for the range
-(:meth:`KeyRange.predicate`: integer and ``X'..'`` literals) are exactly those the source reads again. A key of
-strings (ordered by a collation the lake does not know), of DECIMAL or temporal values (literals typed per
-engine) is snapshotted again whole. A BIGINT UNSIGNED column (a DECIMAL(20, 0) in a lake) takes bounds below
-2^53 only (:func:`range_problem`). The key just after a binary key ``k`` is ``k + b"\\x00"``.
+Chunk keys of integer, binary (BINARY, VARBINARY: a UUID kept as ``BINARY(16)``), DECIMAL (up to 15 digits),
+DATE, DATETIME and TIMESTAMP columns, NOT NULL, take a range: their order is the same in MySQL, in Spark, in
+delta-rs and in Iceberg (numbers; bytes compared unsigned, one after the other, a prefix first; dates and times),
+so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`: number, ``X'..'`` and ISO text literals,
+which each engine reads as the column's type; a TIMESTAMP's with ``Z``: the value is in UTC, as keys are held)
+are exactly those the source reads again. A key of strings (ordered by a collation the lake does not know) is
+snapshotted again whole. A BIGINT UNSIGNED column (a DECIMAL(20, 0) in a lake) takes bounds below 2^53 only and
+a DECIMAL at most 15 digits (:func:`range_problem`: delta-rs keeps their file statistics as doubles). The key just
+after ``k``: ``k + 1`` (an integer), ``k + b"\\x00"`` (bytes), ``k`` and one unit of its last digit (a DECIMAL at its
+scale), the next day (a DATE), the next microsecond (a DATETIME, a TIMESTAMP).
 
 Worked example: over ``(a, b)`` the range ``[(1, 5), (3, 0))`` holds every key from ``(1, 5)`` up to, not
 including, ``(3, 0)``; its SQL text says so column by column, each bound one disjunction:
@@ -42,16 +45,22 @@ it, with keys on both sides
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import heapq
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
+from mysql_cdc.chunks import decode_value, encode_value
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.types import spark_type
 
-Value = int | bytes  # an integer column's, or a binary column's
+# an integer column's, a binary column's, a DECIMAL's (at its scale), a DATE's, a DATETIME's or a TIMESTAMP's (a
+# naive datetime: UTC for a TIMESTAMP, as chunk keys are held)
+Value = int | bytes | Decimal | dt.date
 RangeKey = tuple[Value, ...]
 Span = tuple[RangeKey | None, RangeKey | None]
 # a request names at most this many spans of a table (a longer list of keys is joined across its smallest gaps:
@@ -67,6 +76,7 @@ class KeyRange:
     start: RangeKey | None = None
     end: RangeKey | None = None
     gaps: tuple[tuple[RangeKey, RangeKey], ...] = ()  # half-open, inside [start, end), in order: keys not in the range
+    utc: tuple[str, ...] = ()  # the key columns whose values are UTC instants (TIMESTAMP): their literals say so
 
     def __post_init__(self) -> None:
         if not self.key_columns:
@@ -85,7 +95,7 @@ class KeyRange:
             below = b
 
     @classmethod
-    def of_spans(cls, key_columns: Sequence[str], spans: Sequence[Span]) -> KeyRange:
+    def of_spans(cls, key_columns: Sequence[str], spans: Sequence[Span], utc: Sequence[str] = ()) -> KeyRange:
         """The union of half-open spans (``None``: open), in any order, overlapping or not; at most
         :data:`MAX_SPANS` of them kept apart (the smallest gaps closed first: a range that holds them all).
 
@@ -117,18 +127,24 @@ class KeyRange:
                     joined[-1][1] = merged[j][1]
             merged = joined
         gaps = tuple((tuple(merged[i][1]), tuple(merged[i + 1][0])) for i in range(len(merged) - 1))
-        return cls(cols, merged[0][0], merged[-1][1], gaps)
+        return cls(cols, merged[0][0], merged[-1][1], gaps, tuple(c for c in cols if c in utc))
 
     @classmethod
-    def of_keys(cls, key_columns: Sequence[str], keys: Sequence[Sequence[Value]]) -> KeyRange:
+    def of_keys(cls, key_columns: Sequence[str], keys: Sequence[Sequence[Value]], utc: Sequence[str] = ()
+                ) -> KeyRange:
         """Exactly the keys given (each the span from it to the key just after it; keys next to each other join).
 
         >>> KeyRange.of_keys(("a", "b"), [(1, 5), (1, 6), (2, 0)]).text()
         '(a, b) in [(1, 5), (1, 7)), [(2, 0), (2, 1))'
         >>> KeyRange.of_keys(("uuid",), [(bytes.fromhex("11ee"),)]).predicate(str)
         "((uuid >= X'11ee')) AND ((uuid < X'11ee00'))"
+        >>> KeyRange.of_keys(("day", "price"), [(dt.date(2024, 2, 29), Decimal("9.50"))]).predicate(str)
+        "((day > '2024-02-29') OR (day = '2024-02-29' AND price >= 9.50)) AND ((day < '2024-02-29') OR \
+(day = '2024-02-29' AND price <= 9.50))"
+        >>> KeyRange.of_keys(("at",), [(dt.datetime(2024, 2, 29, 10),)], utc=("at",)).predicate(str)
+        "((at >= '2024-02-29T10:00:00.000000Z')) AND ((at < '2024-02-29T10:00:00.000001Z'))"
         """
-        return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], _after(k[-1]))) for k in map(tuple, keys)])
+        return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], _after(k[-1]))) for k in map(tuple, keys)], utc)
 
     def spans(self) -> list[Span]:
         """The range's half-open spans in key order: ``[start, gap start)``, ... ``[last gap end, end)``."""
@@ -136,21 +152,29 @@ class KeyRange:
         return [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
 
     def contains(self, key: Sequence[Value]) -> bool:
-        """Whether a full key lies in the range."""
-        k = tuple(key)
+        """Whether a full key lies in the range (a datetime with a zone taken as its UTC time, as keys are held:
+        pyarrow reads a lake's TIMESTAMP so).
+
+        >>> utc = dt.timezone.utc
+        >>> KeyRange.of_keys(("at",), [(dt.datetime(2024, 2, 29, 10),)], ("at",)).contains(
+        ...     (dt.datetime(2024, 2, 29, 11, tzinfo=dt.timezone(dt.timedelta(hours=1))),))
+        True
+        """
+        k = tuple(v.astimezone(dt.timezone.utc).replace(tzinfo=None) if isinstance(v, dt.datetime) and v.tzinfo
+                  else v for v in key)
         return ((self.start is None or k >= self.start) and (self.end is None or k < self.end)
                 and not any(a <= k < b for a, b in self.gaps))
 
     def predicate(self, quote: Callable[[str], str]) -> str:
-        """SQL text that holds for exactly the keys in the range (integer and ``X'..'`` literals, an integer
-        end's last value written ``<= v - 1``; ``quote`` makes a column's name an identifier of the engine's
-        dialect): the span's bounds, or one disjunction per span."""
+        """SQL text that holds for exactly the keys in the range (number, ``X'..'`` and ISO text literals, an
+        integer or DECIMAL end's last value written ``<= v`` less one unit; ``quote`` makes a column's name an
+        identifier of the engine's dialect): the span's bounds, or one disjunction per span."""
         def span(start: RangeKey | None, end: RangeKey | None) -> str:
             parts = []
             if start is not None:
-                parts.append(_bound(self.key_columns, start, ">", quote))
+                parts.append(_bound(self.key_columns, start, ">", quote, self.utc))
             if end is not None:
-                parts.append(_bound(self.key_columns, end, "<", quote))
+                parts.append(_bound(self.key_columns, end, "<", quote, self.utc))
             return " AND ".join(parts) or "TRUE"
         spans = self.spans()
         if len(spans) == 1:
@@ -163,11 +187,11 @@ class KeyRange:
         >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), (1,), (3,))).text()
         'id in [1, 3), [5, 9)'
         >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), None, (6,)))
-        KeyRange(key_columns=('id',), start=None, end=(9,), gaps=())
+        KeyRange(key_columns=('id',), start=None, end=(9,), gaps=(), utc=())
         """
         if other.key_columns != self.key_columns:
             raise ConfigError(f"key ranges over {self.key_columns!r} and {other.key_columns!r} cannot be joined")
-        return KeyRange.of_spans(self.key_columns, [*self.spans(), *other.spans()])
+        return KeyRange.of_spans(self.key_columns, [*self.spans(), *other.spans()], (*self.utc, *other.utc))
 
     def text(self) -> str:
         """For lines a user reads.
@@ -175,21 +199,25 @@ class KeyRange:
         >>> KeyRange(("id",), (10,), None).text()
         'id in [10, +inf)'
         """
-        def show(b: RangeKey | None, inf: str) -> str:
-            return inf if b is None else shown_key(b)
+        def show(b: RangeKey | None, inf: str) -> str:  # a TIMESTAMP's value marked UTC, as --key takes it back
+            if b is None:
+                return inf
+            return shown_key(b, tuple(c in self.utc for c in self.key_columns))
         cols = self.key_columns[0] if len(self.key_columns) == 1 else f"({', '.join(self.key_columns)})"
         return f"{cols} in " + ", ".join(f"[{show(a, '-inf')}, {show(b, '+inf')})" for a, b in self.spans())
 
     def to_dict(self) -> dict[str, Any]:
         """The range as state files and ``-R`` rows keep it (``gaps`` only when it has some: a range without
         gaps is written as before they were known)."""
-        def items(k: RangeKey) -> list[Any]:  # an integer as a JSON number (as ever), bytes as base64
-            return [{"bin": base64.b64encode(v).decode("ascii")} if isinstance(v, bytes) else v for v in k]
+        def items(k: RangeKey) -> list[Any]:  # an integer as a JSON number (as ever), others as chunk bounds are
+            return [v if isinstance(v, int) else encode_value(v) for v in k]
         out: dict[str, Any] = {"key_columns": list(self.key_columns),
                                "start": None if self.start is None else items(self.start),
                                "end": None if self.end is None else items(self.end)}
         if self.gaps:
             out["gaps"] = [[items(a), items(b)] for a, b in self.gaps]
+        if self.utc:
+            out["utc"] = list(self.utc)
         return out
 
     @classmethod
@@ -197,12 +225,18 @@ class KeyRange:
         def value(x: Any) -> Value:
             if isinstance(x, dict) and set(x) == {"bin"}:
                 return base64.b64decode(str(x["bin"]), validate=True)
+            if isinstance(x, dict) and len(x) == 1 and set(x) <= {"dec", "date", "datetime"}:
+                return decode_value(x)
             return int(x)
 
         def key(v: Any) -> RangeKey | None:
             return None if v is None else tuple(value(x) for x in v)
-        gaps = tuple((tuple(value(x) for x in a), tuple(value(x) for x in b)) for a, b in d.get("gaps") or ())
-        return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")), gaps)
+        try:
+            gaps = tuple((tuple(value(x) for x in a), tuple(value(x) for x in b)) for a, b in d.get("gaps") or ())
+            return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")), gaps,
+                       tuple(str(c) for c in d.get("utc") or ()))
+        except (ValueError, TypeError, KeyError) as e:
+            raise ConfigError(f"key range {d!r} is not one this version reads: {e}") from e
 
 
 # delta-rs writes a DECIMAL(20, 0) column's file statistics through a double: exact below 2^53 only (a file of
@@ -214,12 +248,13 @@ EXACT_LIMIT = 2**53
 
 def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange | None = None) -> str | None:
     """Why a table whose chunk key is ``key`` (``columns``: its :class:`~mysql_cdc.schema.ColumnInfo` s) takes
-    no key range (or not ``bounds``), or ``None``: the key must be integer or binary columns, NOT NULL, whose lake
-    column is an integer (TINYINT(1) may be a BOOLEAN) or bytes too, or BIGINT UNSIGNED, whose lake column is a
-    DECIMAL(20, 0): delta-rs keeps a Delta file's statistics of it as doubles, exact below 2^53
-    (:data:`EXACT_LIMIT`) only, so a range may not name a value at or above that in such a column (a delete of
-    it would skip files of keys in the range, or drop files of keys outside it); and each bound's value is of
-    its column's kind (an integer, or bytes).
+    no key range (or not ``bounds``), or ``None``: the key must be integer, binary, DECIMAL, DATE, DATETIME or
+    TIMESTAMP columns, NOT NULL, whose lake column is an integer (TINYINT(1) may be a BOOLEAN), bytes, a DECIMAL, a
+    date or a time too. delta-rs keeps a Delta file's statistics of a DECIMAL as doubles: exact up to 15 digits
+    (measured: a DECIMAL(20, 2) key's row was not deleted by its own value), so a DECIMAL of more digits takes no
+    range, and BIGINT UNSIGNED (a lake's DECIMAL(20, 0)) takes bounds below 2^53 (:data:`EXACT_LIMIT`) only (a
+    delete of such a value would skip files of keys in the range, or drop files of keys outside it); and each
+    bound's value is of its column's kind (:func:`kind_problem`) and within its lake column's values.
 
     >>> from mysql_cdc.schema import ColumnInfo as C
     >>> range_problem([C("id", "int", "int", False)], ["id"]) is None
@@ -234,7 +269,16 @@ statistics end"
     >>> range_problem(two, ["a", "b"], KeyRange(("a", "b"), None, (3, 0))) is None  # written b <= -1
     True
     >>> range_problem([C("id", "int", "int", True)], ["id"])
-    'its chunk key id is not of integer or binary columns, NOT NULL (id is NULL-able int)'
+    'its chunk key id is not of integer, binary, DECIMAL (up to 15 digits), DATE, DATETIME or TIMESTAMP columns, \
+NOT NULL (id is NULL-able int)'
+    >>> range_problem([C("p", "decimal", "decimal(20,2)", False, numeric_precision=20, numeric_scale=2)], ["p"])
+    'its chunk key p is not of integer, binary, DECIMAL (up to 15 digits), DATE, DATETIME or TIMESTAMP columns, \
+NOT NULL (p is decimal(20,2))'
+    >>> d = [C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2)]
+    >>> range_problem(d, ["p"], KeyRange(("p",), (Decimal("-999.99"),), (Decimal("999.99"),))) is None
+    True
+    >>> range_problem(d, ["p"], KeyRange(("p",), (Decimal("1000.00"),)))
+    'its bound 1000.00 of p (decimal(5,2)) is outside the values its bounds may take there, -999.99 to 999.99'
     >>> b = [C("id", "binary", "binary(16)", False)]
     >>> range_problem(b, ["id"], KeyRange(("id",), (b"\\x11",))), range_problem(b, ["id"], KeyRange(("id",), (5,)))
     (None, 'its bound 5 of id (binary(16)) is not bytes: write it as 0x and hex digits, e.g. 0x11ee')
@@ -242,11 +286,11 @@ statistics end"
     by = {c.name: c for c in columns}
     if not key or not all(k in by for k in key):
         return "it has no chunk key"
-    bad = [by[k] for k in key if by[k].nullable or not (_binary(by[k]) or by[k].is_integral)
-           or by[k].column_type.startswith("tinyint(1)")]
+    bad = [by[k] for k in key if by[k].nullable or _kind(by[k]) is None or by[k].column_type.startswith("tinyint(1)")]
     if bad:
         shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
-        return f"its chunk key {', '.join(key)} is not of integer or binary columns, NOT NULL ({shown})"
+        return (f"its chunk key {', '.join(key)} is not of integer, binary, DECIMAL (up to 15 digits), DATE, "
+                f"DATETIME or TIMESTAMP columns, NOT NULL ({shown})")
     if bounds is not None:
         for b, is_end in ((b, is_end) for span in bounds.spans() for b, is_end in zip(span, (False, True))):
             for i, (name, v) in enumerate(zip(bounds.key_columns, b or ())):
@@ -255,10 +299,10 @@ statistics end"
                     continue
                 if (why := kind_problem(c, v)) is not None:
                     return why
-                if isinstance(v, bytes):
+                if not isinstance(v, (int, Decimal)):
                     continue
-                # the value as the predicate writes it: an end's last one as ``<= v - 1``
-                written = v - 1 if is_end and i == len(b or ()) - 1 else v
+                # the value as the predicate writes it: an end's last one as ``<= v`` less one unit
+                written = v - _unit(v) if is_end and i == len(b or ()) - 1 else v
                 low, high = _lake_values(c)
                 if c.data_type == "bigint" and "unsigned" in c.column_type and written >= EXACT_LIMIT:
                     return (f"its bound {v} of {name} ({c.column_type}) names keys at or above 2^53, where the Delta "
@@ -271,41 +315,50 @@ statistics end"
 
 
 def check_keys(key_columns: Sequence[str], named: Sequence[tuple[str, RangeKey | None]]) -> None:
-    """One error unless each key (``None``: an open end) has one integer or bytes value per column of the key,
-    each column's values of one kind (so that keys compare), said with the name given.
+    """One error unless each key (``None``: an open end) has one value per column of the key (an integer, bytes,
+    a finite Decimal, a date or a naive datetime), each column's values of one kind (so that keys compare), said
+    with the name given.
 
     >>> check_keys(("id",), [("key range start", (5,)), ("key range end", (b"\\x01",))])
     Traceback (most recent call last):
     ...
     mysql_cdc.errors.ConfigError: keys over id mix values of kinds: key range end (b'\\x01',) is not of the kinds \
-before it, (<class 'int'>,); each column's values are all integers or all bytes
+before it, (<class 'int'>,); each column's values are all of one kind
     """
     kinds: tuple[type, ...] | None = None
     for name, k in named:
         if k is None:
             continue
-        if len(k) != len(key_columns) or not all(isinstance(v, (int, bytes)) and not isinstance(v, bool) for v in k):
-            raise ConfigError(f"{name} {k!r} must be {len(key_columns)} integer(s) or bytes, one per column of the "
-                              f"key ({', '.join(key_columns)}) in order")
+        if len(k) != len(key_columns) or not all(_is_value(v) for v in k):
+            raise ConfigError(f"{name} {k!r} must be {len(key_columns)} value(s) (integers, bytes, decimals, dates or "
+                              f"datetimes without a zone), one per column of the key ({', '.join(key_columns)}) in "
+                              "order")
         these = tuple(type(v) for v in k)
         if kinds is not None and these != kinds:
             raise ConfigError(f"keys over {', '.join(key_columns)} mix values of kinds: {name} {k!r} is not of the "
-                              f"kinds before it, {kinds!r}; each column's values are all integers or all bytes")
+                              f"kinds before it, {kinds!r}; each column's values are all of one kind")
         kinds = these
 
 
 _LAKE_BITS = {"TINYINT": 8, "SMALLINT": 16, "INT": 32, "BIGINT": 64}
+DECIMAL_DIGITS = 15  # a DECIMAL of at most this many digits is exact as delta-rs's double statistics
 
 
-def _lake_values(col: Any) -> tuple[int, int]:
-    """The values an integer column's lake column holds (a literal outside it is an error in delta-rs, or worse):
-    an unsigned column's lake type is the next wider one (BIGINT UNSIGNED's a DECIMAL(20, 0), exact as file
-    statistics below 2^53).
+def _lake_values(col: Any) -> tuple[Any, Any]:
+    """The values an integer or DECIMAL column's lake column holds (a literal outside it is an error in delta-rs,
+    or worse): an unsigned column's lake type is the next wider one (BIGINT UNSIGNED's a DECIMAL(20, 0), exact as
+    file statistics below 2^53); a DECIMAL(p, s)'s are its own.
 
     >>> from mysql_cdc.schema import ColumnInfo as C
     >>> _lake_values(C("a", "tinyint", "tinyint(3) unsigned", False)), _lake_values(C("b", "int", "int", False))
     ((-32768, 32767), (-2147483648, 2147483647))
+    >>> _lake_values(C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2))
+    (Decimal('-999.99'), Decimal('999.99'))
     """
+    if _kind(col) is Decimal:
+        p, sc = col.numeric_precision or 10, col.numeric_scale or 0
+        top = Decimal(10**p - 1).scaleb(-sc)
+        return -top, top
     lake = spark_type(col)
     if lake not in _LAKE_BITS:  # DECIMAL(20,0)
         return -(EXACT_LIMIT - 1), EXACT_LIMIT - 1
@@ -313,21 +366,141 @@ def _lake_values(col: Any) -> tuple[int, int]:
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
+_KIND_NAMES: dict[Any, str] = {
+    int: "an integer", bytes: "bytes: write it as 0x and hex digits, e.g. 0x11ee", Decimal: "a decimal number",
+    dt.date: "a date, e.g. 2024-02-29", dt.datetime: "a date and time without a zone, e.g. 2024-02-29 10:00:00.25",
+    "timestamp": "a date and time, e.g. 2024-02-29 10:00:00.25 (in UTC unless it names its zone: +01:00)"}
+
+
+def _kind(col: Any) -> type | None:
+    """The kind of value a key column's bounds take, or ``None`` when it takes no range."""
+    t = str(col.data_type)
+    if t in ("binary", "varbinary"):
+        return bytes
+    if col.is_integral:
+        return int
+    if t in ("decimal", "numeric"):
+        return Decimal if (col.numeric_precision or 10) <= DECIMAL_DIGITS else None
+    return {"date": dt.date, "datetime": dt.datetime, "timestamp": dt.datetime}.get(t)
+
+
+def _is_value(v: Any) -> bool:
+    if isinstance(v, dt.datetime):
+        return v.tzinfo is None
+    if isinstance(v, Decimal):
+        return v.is_finite()
+    return isinstance(v, (int, bytes, dt.date)) and not isinstance(v, bool)
+
+
 def kind_problem(col: Any, v: Value) -> str | None:
-    """Why ``v`` cannot be a bound's value of column ``col`` (bytes for a binary column, else an integer)."""
-    if _binary(col) == isinstance(v, bytes):
+    """Why ``v`` cannot be a bound's value of column ``col`` (bytes for a binary column, a Decimal at most at the
+    column's scale for a DECIMAL, a date for a DATE, a datetime for a DATETIME or TIMESTAMP, else an integer).
+
+    >>> from mysql_cdc.schema import ColumnInfo as C
+    >>> kind_problem(C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2), Decimal("1.255"))
+    'its bound 1.255 of p (decimal(5,2)) has more decimals than its scale, 2'
+    """
+    want = _kind(col)
+    if want is None or (type(v) is want and not isinstance(v, bool)):
+        scale = col.numeric_scale or 0
+        if isinstance(v, Decimal) and v.as_tuple().exponent != -scale:
+            if not v.is_finite() or v.scaleb(scale) != v.scaleb(scale).to_integral_value():
+                return (f"its bound {shown_value(v)} of {col.name} ({col.column_type}) has more decimals than its "
+                        f"scale, {scale}")
+            return (f"its bound {shown_value(v)} of {col.name} ({col.column_type}) is not written at its scale, "
+                    f"{scale}")
         return None
-    want = "bytes: write it as 0x and hex digits, e.g. 0x11ee" if _binary(col) else "an integer"
-    return f"its bound {_shown(v)} of {col.name} ({col.column_type}) is not {want}"
+    return f"its bound {shown_value(v)} of {col.name} ({col.column_type}) is not {_KIND_NAMES[want]}"
+
+
+def column_value(col: Any, v: Any) -> Value:
+    """A key value given for column ``col`` (by a user: its text, or a Python value) as the column's kind, at a
+    DECIMAL's scale; a TIMESTAMP's with a zone as UTC (one error naming the value and what it should be).
+
+    >>> from mysql_cdc.schema import ColumnInfo as C
+    >>> column_value(C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2), "7.5")
+    Decimal('7.50')
+    >>> column_value(C("at", "timestamp", "timestamp(6)", False), "2024-02-29 10:00:00+01:00")
+    datetime.datetime(2024, 2, 29, 9, 0)
+    >>> column_value(C("at", "datetime", "datetime(6)", False), "2024-02-29 10:00:00+01:00")
+    Traceback (most recent call last):
+    ...
+    mysql_cdc.errors.ConfigError: key value '2024-02-29 10:00:00+01:00' of at (datetime(6)) has a zone, which a \
+DATETIME has not: give it without one
+    >>> column_value(C("id", "binary", "binary(2)", False), "11ee")
+    Traceback (most recent call last):
+    ...
+    mysql_cdc.errors.ConfigError: key value '11ee' of id (binary(2)) is not bytes: write it as 0x and hex digits, \
+e.g. 0x11ee
+    >>> column_value(C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2), "1e30")
+    Decimal('1000000000000000000000000000000.00')
+    >>> column_value(C("day", "date", "date", False), "2024-02-30")
+    Traceback (most recent call last):
+    ...
+    mysql_cdc.errors.ConfigError: key value '2024-02-30' of day (date) is not a date, e.g. 2024-02-29
+    """
+    want = _kind(col)
+    if want is None:
+        return v  # the table takes no range: range_problem says so
+    given = v
+    try:
+        if isinstance(v, bytearray):
+            v = bytes(v)
+        if want is bytes and isinstance(v, str):
+            raise ValueError("not 0x and hex digits")
+        if want is int and isinstance(v, str):
+            v = int(v.strip())
+        elif want is int and isinstance(v, Decimal) and v == v.to_integral_value():
+            v = int(v)
+        elif want is Decimal and isinstance(v, (str, int)) and not isinstance(v, bool):
+            v = Decimal(v.strip() if isinstance(v, str) else v)
+        elif want is dt.date and isinstance(v, str):
+            v = dt.date.fromisoformat(v.strip())
+        elif want is dt.datetime and isinstance(v, str):
+            if re.search(r"\.\d{7}", v):  # Python would cut it to microseconds, and name another key
+                raise ValueError("finer than a microsecond")
+            v = dt.datetime.fromisoformat(v.strip())
+        if want is Decimal and isinstance(v, Decimal):
+            if not v.is_finite():
+                raise ValueError("not finite")
+            with localcontext() as ctx:  # exact, whatever its size: range_problem then says it is too large
+                ctx.prec = max(ctx.prec, v.adjusted() + (col.numeric_scale or 0) + 3)
+                q = v.quantize(Decimal(1).scaleb(-(col.numeric_scale or 0)))
+            v = q if q == v else v  # at its scale, unless it has more decimals (kind_problem says so)
+        if want is dt.datetime and isinstance(v, dt.datetime) and v.tzinfo is not None:
+            if col.data_type != "timestamp":
+                raise TypeError("a zone")
+            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    except TypeError as e:
+        raise ConfigError(f"key value {given!r} of {col.name} ({col.column_type}) has a zone, which a DATETIME "
+                          "has not: give it without one") from e
+    except (ValueError, InvalidOperation, OverflowError) as e:
+        raise ConfigError(f"key value {given!r} of {col.name} ({col.column_type}) is not "
+                          f"{_KIND_NAMES['timestamp' if col.data_type == 'timestamp' else want]}") from e
+    return v
 
 
 def _binary(col: Any) -> bool:
     return str(col.data_type) in ("binary", "varbinary")
 
 
+def _unit(v: int | Decimal) -> int | Decimal:
+    """One unit of a number's last digit: 1 for an integer, ``0.01`` for ``Decimal('7.50')``."""
+    return Decimal(1).scaleb(v.as_tuple().exponent) if isinstance(v, Decimal) else 1  # type: ignore[arg-type]
+
+
 def _after(v: Value) -> Value:
-    """The key value just after ``v``: the next integer; for bytes, ``v`` and one zero byte (no bytes between)."""
-    return v + b"\x00" if isinstance(v, bytes) else v + 1
+    """The key value just after ``v``: the next integer, or the next at a DECIMAL's scale; for bytes, ``v`` and
+    one zero byte (no bytes between); the next day; the next microsecond."""
+    if isinstance(v, bytes):
+        return v + b"\x00"
+    if isinstance(v, (int, Decimal)):
+        return v + _unit(v)
+    try:
+        return v + (dt.timedelta(microseconds=1) if isinstance(v, dt.datetime) else dt.timedelta(days=1))
+    except OverflowError as e:
+        raise ConfigError(f"key {shown_value(v)} is the largest its type holds: give it as a range from it, open at "
+                          "the end (--key-from alone)") from e
 
 
 def _gap_size(a: RangeKey, b: RangeKey) -> tuple[int, ...]:
@@ -345,18 +518,36 @@ def _gap_size(a: RangeKey, b: RangeKey) -> tuple[int, ...]:
     return tuple(far(x, y) for x, y in zip(a, b))
 
 
-def _shown(v: Value) -> str:
-    return "0x" + v.hex() if isinstance(v, bytes) else str(v)
+def shown_value(v: Value) -> str:
+    """A key value for lines a user reads, as ``--key`` takes it: ``0x11ee``, ``2024-02-29 10:00:00``, ``9.50``."""
+    if isinstance(v, bytes):
+        return "0x" + v.hex()
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ")
+    return format(v, "f") if isinstance(v, Decimal) else str(v)
 
 
-def shown_key(k: RangeKey) -> str:
-    """A key for lines a user reads: ``7``, ``0x11ee``, ``(3, -4)``."""
-    return _shown(k[0]) if len(k) == 1 else f"({', '.join(map(_shown, k))})"
+def shown_key(k: RangeKey, utc: Sequence[bool] = ()) -> str:
+    """A key for lines a user reads: ``7``, ``0x11ee``, ``(3, -4)``; a value whose ``utc`` is true (a TIMESTAMP's)
+    marked ``Z``: ``2024-02-29 10:00:00Z``."""
+    parts = [shown_value(v) + ("Z" if i < len(utc) and utc[i] else "") for i, v in enumerate(k)]
+    return parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
 
 
-def _literal(v: Value) -> str:
-    """SQL literal of a key value (MySQL, Spark SQL, DataFusion and SQLite read both alike)."""
-    return f"X'{v.hex()}'" if isinstance(v, bytes) else str(int(v))
+def _literal(v: Value, utc: bool = False) -> str:
+    """SQL literal of a key value (MySQL, Spark SQL, DataFusion and SQLite read each alike, a date's and a time's
+    text as the column's type; a TIMESTAMP's ends in ``Z``, or Spark would read it in its session's zone).
+
+    >>> _literal(Decimal("-0.50")), _literal(dt.datetime(2024, 2, 29, 10), utc=True), _literal(dt.date(2024, 2, 29))
+    ('-0.50', "'2024-02-29T10:00:00.000000Z'", "'2024-02-29'")
+    """
+    if isinstance(v, bytes):
+        return f"X'{v.hex()}'"
+    if isinstance(v, dt.datetime):
+        return f"'{v.isoformat(timespec='microseconds')}{'Z' if utc else ''}'"
+    if isinstance(v, dt.date):
+        return f"'{v.isoformat()}'"
+    return format(v, "f") if isinstance(v, Decimal) else str(int(v))
 
 
 def reset_range(position: str | None) -> KeyRange | None:
@@ -371,40 +562,46 @@ def reset_range(position: str | None) -> KeyRange | None:
     return KeyRange.from_dict(d["range"]) if isinstance(d, dict) and d.get("range") else None
 
 
-def parse_bound(text: str | None, key_columns: Sequence[str]) -> RangeKey | None:
+def parse_bound(text: str | None, key_columns: Sequence[str]) -> tuple[Value | str, ...] | None:
     """A bound or key as a user writes it: values separated by commas, one per key column in order, each an
-    integer or, for a binary column, ``0x`` and hex digits.
+    integer, ``0x`` and hex digits (a binary column), or text the column's type reads (:func:`column_value`: a
+    decimal number, a date, a date and time).
 
     >>> parse_bound("10", ["id"]), parse_bound(" 3, -4 ", ["a", "b"]), parse_bound(None, ["id"])
     ((10,), (3, -4), None)
-    >>> parse_bound("0x11EE, 7", ["uuid", "n"])
-    (b'\\x11\\xee', 7)
+    >>> parse_bound("0x11EE, 7", ["uuid", "n"]), parse_bound("2024-02-29 10:00, 9.5", ["at", "p"])
+    ((b'\\x11\\xee', 7), ('2024-02-29 10:00', '9.5'))
     """
     if text is None:
         return None
 
-    def value(p: str) -> Value:
+    def value(p: str) -> Value | str:
         p = p.strip()
-        return bytes.fromhex(p[2:]) if p[:2].lower() == "0x" else int(p)
+        if p[:2].lower() == "0x":
+            return bytes.fromhex(p[2:])
+        return int(p) if re.fullmatch(r"[+-]?\d+", p) else p
     try:
         out = tuple(value(p) for p in text.split(","))
     except ValueError as e:
-        raise ConfigError(f"key bound {text!r} is not integers (or 0x and hex digits for a binary column) separated "
-                          f"by commas, one per key column ({', '.join(key_columns)})") from e
+        raise ConfigError(f"key bound {text!r} is not values (integers, 0x and hex digits for a binary column, a "
+                          f"decimal number, a date or a date and time) separated by commas, one per key column "
+                          f"({', '.join(key_columns)})") from e
     if len(out) != len(key_columns):
         raise ConfigError(f"key bound {text!r} has {len(out)} values but the key has {len(key_columns)} columns "
                           f"({', '.join(key_columns)})")
     return out
 
 
-def _bound(cols: Sequence[str], bound: RangeKey, op: str, quote: Callable[[str], str]) -> str:
+def _bound(cols: Sequence[str], bound: RangeKey, op: str, quote: Callable[[str], str], utc: Sequence[str] = ()
+           ) -> str:
     """Keys compared with a bound, column by column: ``>`` for a start (at or above), ``<`` for an end; an
-    integer end's last value written ``<= v - 1`` (the end just after a column's largest value, as a key list's
-    span of it has, is no value of its type: delta-rs refuses the literal)."""
+    integer or DECIMAL end's last value written ``<= v`` less one unit (the end just after a column's largest
+    value, as a key list's span of it has, is no value of its type: delta-rs refuses the literal)."""
     ors = []
     for i, v in enumerate(bound):
-        eq = [f"{quote(cols[j])} = {_literal(bound[j])}" for j in range(i)]
+        eq = [f"{quote(cols[j])} = {_literal(bound[j], cols[j] in utc)}" for j in range(i)]
         last = i == len(bound) - 1
-        cmp, w = (">=", v) if op == ">" and last else ("<=", v - 1) if last and isinstance(v, int) else (op, v)
-        ors.append("(" + " AND ".join([*eq, f"{quote(cols[i])} {cmp} {_literal(w)}"]) + ")")
+        cmp, w = ((">=", v) if op == ">" and last else
+                  ("<=", v - _unit(v)) if last and isinstance(v, (int, Decimal)) else (op, v))
+        ors.append("(" + " AND ".join([*eq, f"{quote(cols[i])} {cmp} {_literal(w, cols[i] in utc)}"]) + ")")
     return "(" + " OR ".join(ors) + ")"

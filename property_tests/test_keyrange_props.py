@@ -1,13 +1,17 @@
 """A key range read again (mysql_cdc/keyrange.py) deletes in the mirror exactly the keys the source reads again:
-its SQL text, run by a real SQL engine (SQLite) over random integer keys, holds for the same keys as the
-server's row order (Python's tuple order) says, also for a range with gaps (a list of keys, ranges asked
-together); the union of two ranges holds exactly the keys of either, a list of keys exactly those keys (at
-most MAX_SPANS spans: then every key and no fewer), and a range reads back from its JSON as it was."""
+its SQL text, run by a real SQL engine (SQLite) over random keys, holds for the same keys as the server's row
+order (Python's tuple order) says, also for a range with gaps (a list of keys, ranges asked together) and over
+columns of bytes, DECIMAL, dates and times (as ISO texts, which order as they do); the union of two ranges holds
+exactly the keys of either, a list of keys exactly those keys (at most MAX_SPANS spans: then every key and no
+fewer), and a range reads back from its JSON as it was."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
+from decimal import Decimal
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,8 +39,29 @@ def test_the_range_predicate_holds_for_exactly_the_keys_in_the_range(case: tuple
     assert got == sorted(k for k in keys if (start is None or k >= start) and (end is None or k < end))
 
 
-def _spans(kinds: tuple[bool, ...]) -> st.SearchStrategy[list]:
-    bound = st.none() | st.tuples(*[st.binary(max_size=3) if b else ints for b in kinds])
+_DAY, _AT = dt.date(2024, 2, 28), dt.datetime(2024, 2, 29, 23, 59, 59, 999_970)
+VALUES: dict[str, st.SearchStrategy[Any]] = {  # few values each, so that keys meet, touch and repeat
+    "int": ints, "bin": st.binary(max_size=3),
+    "date": st.integers(-3, 3).map(lambda d: _DAY + dt.timedelta(days=d)),  # across Feb 29
+    "datetime": st.integers(-50, 50).map(lambda u: _AT + dt.timedelta(microseconds=u)),  # across midnight
+    "timestamp": st.integers(-50, 50).map(lambda u: _AT + dt.timedelta(microseconds=u)),  # its literals end in Z
+    "decimal": st.integers(-120, 120).map(lambda v: Decimal(v).scaleb(-2)),  # DECIMAL(5, 2): -1.20 to 1.20
+}
+SQLITE = {"int": "INTEGER", "bin": "BLOB", "date": "TEXT", "datetime": "TEXT", "timestamp": "TEXT", "decimal": "REAL"}
+
+
+def _stored(v: Any, kind: str = "") -> Any:
+    """A value as the SQLite table holds it: a date or time as the ISO text the predicate's literals write (a
+    TIMESTAMP's with its Z)."""
+    if isinstance(v, dt.datetime):
+        return v.isoformat(timespec="microseconds") + ("Z" if kind == "timestamp" else "")
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    return float(v) if isinstance(v, Decimal) else v
+
+
+def _spans(kinds: tuple[str, ...]) -> st.SearchStrategy[list]:
+    bound = st.none() | st.tuples(*[VALUES[k] for k in kinds])
 
     def ordered(pair: tuple) -> tuple:
         a, b = pair
@@ -51,28 +76,29 @@ def _query(db: sqlite3.Connection, r: KeyRange) -> list:
     return sorted(db.execute(f"SELECT * FROM t WHERE {where}").fetchall())
 
 
-# each column integers or bytes (a UUID's BINARY(16)): SQLite compares BLOBs as the server and the lakes do
-kinds = st.lists(st.booleans(), min_size=1, max_size=3).map(tuple)
+# each column of a kind: SQLite compares BLOBs as the server and the lakes do, ISO texts as dates and times
+kinds = st.lists(st.sampled_from(sorted(VALUES)), min_size=1, max_size=3).map(tuple)
 
 
 @given(kinds.flatmap(lambda k: st.tuples(st.just(k), _spans(k), _spans(k), st.lists(
-    st.tuples(*[st.binary(max_size=3) if b else ints for b in k]), min_size=1, max_size=60))))
+    st.tuples(*[VALUES[c] for c in k]), min_size=1, max_size=60))))
 def test_ranges_with_gaps_and_their_union_hold_exactly_their_keys(case: tuple) -> None:
     kind, spans1, spans2, keys = case
     n = len(kind)
     cols = tuple(f"c {i}" for i in range(n))
-    r1, r2 = KeyRange.of_spans(cols, spans1), KeyRange.of_spans(cols, spans2)
+    utc = [c for c, k in zip(cols, kind) if k == "timestamp"]
+    r1, r2 = KeyRange.of_spans(cols, spans1, utc), KeyRange.of_spans(cols, spans2, utc)
     both = r1.union(r2)
     db = sqlite3.connect(":memory:")
-    types = ", ".join(f"[{c}] {'BLOB' if b else 'INTEGER'}" for c, b in zip(cols, kind))
+    types = ", ".join(f"[{c}] {SQLITE[b]}" for c, b in zip(cols, kind))
     db.execute(f"CREATE TABLE t ({types})")
-    db.executemany(f"INSERT INTO t VALUES ({', '.join('?' * n)})", keys)
+    db.executemany(f"INSERT INTO t VALUES ({', '.join('?' * n)})", [tuple(map(_stored, k, kind)) for k in keys])
 
     def in_spans(spans: list, k: tuple) -> bool:
         return any((a is None or k >= a) and (b is None or k < b) for a, b in spans)
     for r, spans in ((r1, spans1), (r2, spans2), (both, spans1 + spans2)):
         assert [k for k in keys if r.contains(k)] == [k for k in keys if in_spans(spans, k)]
-        assert _query(db, r) == sorted(k for k in keys if r.contains(k))
+        assert _query(db, r) == sorted(tuple(map(_stored, k, kind)) for k in keys if r.contains(k))
         assert KeyRange.from_dict(json.loads(json.dumps(r.to_dict()))) == r
         assert len(r.spans()) == len(r.gaps) + 1 and all(a is None or b is None or a < b for a, b in r.spans())
 
@@ -85,9 +111,11 @@ def test_a_list_of_binary_keys_is_exactly_those_keys(keys: list, others: list) -
         assert not any(r.contains((k,)) for k in others if k not in keys)
 
 
-@given(st.lists(st.tuples(ints, ints), min_size=1, max_size=3 * MAX_SPANS), st.lists(st.tuples(ints, ints)))
-def test_a_list_of_keys_is_read_again_with_no_key_left_out(keys: list, others: list) -> None:
-    r = KeyRange.of_keys(("x", "y"), keys)
+@given(st.sampled_from(sorted(VALUES)).flatmap(lambda k: st.tuples(
+    st.lists(st.tuples(ints, VALUES[k]), min_size=1, max_size=3 * MAX_SPANS), st.lists(st.tuples(ints, VALUES[k])))))
+def test_a_list_of_keys_is_read_again_with_no_key_left_out(case: tuple) -> None:
+    keys, others = case
+    r = KeyRange.of_keys(("x", "y"), keys)  # a key just after another (the next day, microsecond, cent) joins it
     assert all(r.contains(k) for k in keys) and len(r.spans()) <= MAX_SPANS
     if len(set(keys)) <= MAX_SPANS:  # not joined: no other key
         assert not any(r.contains(k) for k in others if k not in keys)

@@ -5,6 +5,7 @@ earlier versions wrote it read back and written again byte for byte."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -44,7 +45,11 @@ key_ranges = st.builds(lambda cols, a, b: KeyRange(cols, *sorted([a, b])) if a !
                        st.just(("a", "b")), st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9)),
                        st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9))) | st.builds(
     KeyRange.of_keys, st.just(("a", "b")),
-    st.lists(st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9)), min_size=1, max_size=5))  # with gaps
+    st.lists(st.tuples(st.integers(-2**63, 2**64), st.integers(-9, 9)), min_size=1, max_size=5)) | st.builds(
+    KeyRange.of_keys, st.just(("d", "p", "at")),  # of dates, DECIMALs and times (a TIMESTAMP's: in UTC)
+    st.lists(st.tuples(st.dates(), st.decimals(places=2, allow_nan=False, allow_infinity=False),
+                       st.datetimes(max_value=dt.datetime(9999, 12, 31))), min_size=1, max_size=5),
+    st.just(("at",)))
 rounds = st.builds(lambda t, resume, dropped, note, end, at, request, rs: Round(
     t, resume, dropped, note, end, at, request, tuple((d, r) for d, r in zip(dropped, rs)),
     {"file": "b.1", "pos": 4, "gtids": None, "kind": "position"} if rs and dropped else None),

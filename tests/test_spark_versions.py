@@ -332,7 +332,33 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
     assert "DELETE" in _delta_operations(table_path(to, TableId(db, "c")))
 
 
-CATALOG_SYNC = """
+# A key range over a (DATE, DECIMAL, DATETIME, TIMESTAMP) key deleted from a lake table by Spark SQL, the
+# predicate mysql_cdc.keyrange writes: rows 250 us apart across midnight and across milliseconds (file statistics
+# of timestamps are cut to milliseconds), in four files; the keys left are those the range does not contain.
+TEMPORAL_RANGE = """
+def temporal_range(spark, name, using):
+    import datetime as dt
+    from decimal import Decimal
+    from mysql_cdc.keyrange import KeyRange
+    at0 = dt.datetime(2024, 2, 29, 23, 59, 59, 999_000)
+    rows = [(dt.date(2024, 2, 28) + dt.timedelta(days=i // 10), Decimal(i % 3).scaleb(-2),
+             at0 + dt.timedelta(microseconds=250 * i), at0 + dt.timedelta(microseconds=250 * i), i) for i in range(40)]
+    spark.sql(f"CREATE TABLE {name} (day DATE, p DECIMAL(7,2), at TIMESTAMP_NTZ, z TIMESTAMP, v INT) USING {using}")
+    for part in range(4):
+        spark.sql(f"INSERT INTO {name} VALUES " + ", ".join(
+            f"(DATE'{d}', {p}, TIMESTAMP_NTZ'{a.isoformat(sep=' ')}', CAST('{z.isoformat()}Z' AS TIMESTAMP), {v})"
+            for d, p, a, z, v in rows[part * 10:(part + 1) * 10]))
+    keys = sorted(r[:4] for r in rows)  # in key order: the spans below are of neighbours in it
+    r = KeyRange.of_spans(("day", "p", "at", "z"), [(keys[3], keys[7]), (keys[12], keys[13]), (keys[21], keys[22]),
+                                                     (keys[38], None)], utc=("z",))
+    spark.sql(f"DELETE FROM {name} WHERE " + r.predicate(lambda c: "`" + c + "`"))
+    left = [tuple(x) for x in spark.sql(f"SELECT day, p, at, unix_micros(z) FROM {name}").collect()]
+    left = sorted((d, p, a, dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=z)) for d, p, a, z in left)
+    return {"left": [str(k) for k in left], "want": [str(k) for k in keys if not r.contains(k)], "rows": len(keys)}
+"""
+
+
+CATALOG_SYNC = TEMPORAL_RANGE + """
 import json, os, sys
 from pyspark.sql import SparkSession
 import mysql_cdc
@@ -390,6 +416,7 @@ if phase == "sync":  # verify, from this session: the catalog's tables read by S
     v0 = version()
     out["replay"] = [mirror._exactly_once(spark, TableId(db, "a"), app, last, merge), version() - v0]
     out["next"] = [mirror._exactly_once(spark, TableId(db, "a"), app, last + 1, merge), version() - v0]
+    out["temporal"] = temporal_range(spark, f"spark_catalog.default.when_keys_{db}", "delta")
 print(json.dumps(out))
 """
 
@@ -441,6 +468,8 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
         assert checks[t]["rows"] == len(second["tables"][t]) > 0 and not checks[t]["not_checked"], checks[t]
         assert not checks[t]["differing"], checks[t]
     assert second["replay"] == [False, 0] and second["next"] == [True, 1], second
+    temporal = second["temporal"]  # Spark's Delta deletes a range over a key of dates, times and a DECIMAL exactly
+    assert temporal["left"] == temporal["want"] and 0 < len(temporal["want"]) < temporal["rows"], temporal
     # the rewrite kept the table's owner (the capture's sync id), which the next run checks
     assert second["owner"] == first["owner"] and len(set(first["owner"].values())) == 1 and first["owner"]["a"]
     history = glob.glob(str(tmp_path / "warehouse" / f"mirror_{db}.db" / "*" / "_delta_log"))
@@ -450,7 +479,7 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
         assert versions and len(versions) == len(set(versions)), (log, versions)
 
 
-ICEBERG_READ = """
+ICEBERG_READ = TEMPORAL_RANGE + """
 import json, sys
 from pyspark.sql import SparkSession
 import pyspark
@@ -500,6 +529,7 @@ gapped = KeyRange.of_spans(("id",), [((10,), (20,)), ((25,), (26,))])  # a range
 done = [mirror.reset(TableId(db, "a"), app, last + 1, gapped) for _ in range(2)]
 out["range_reset"] = {"done": done, "before": before, "after": ids(), "batch": last + 1, "mark": spark.sql(
     f"SELECT summary['mysql_cdc.batch'] FROM {a}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0][0]}
+out["temporal"] = temporal_range(spark, f"lake.mirror_{db}.when_keys", "iceberg")
 print(json.dumps(out, default=str))
 """
 
@@ -611,6 +641,8 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     assert [i for i in ranged["before"] if not (10 <= i < 20 or i == 25)] == ranged["after"] != ranged["before"], \
         ranged
     assert ranged["done"] == [True, False] and ranged["mark"] == str(ranged["batch"]), ranged
+    temporal = out["temporal"]
+    assert temporal["left"] == temporal["want"] and 0 < len(temporal["want"]) < temporal["rows"], temporal
     for t in TABLES:  # identifier fields = the primary key, in the table's current schema
         metas = sorted(glob.glob(os.path.join(warehouse, f"mirror_{db}", t, "metadata", "v*.metadata.json")),
                        key=lambda f: int(os.path.basename(f)[1:].split(".")[0]))

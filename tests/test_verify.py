@@ -5,9 +5,12 @@ server's own, checked against both servers on random doubles."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import os
 import subprocess
 import sys
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -174,14 +177,15 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
         _verify(classic_spark, args, tables=f"{db}[.]nope")  # not "0 of 0 tables checked" and a clean exit
     # key bounds: refused, before anything is recorded, where a table's key takes no range or they are not its key
     with pytest.raises(mysql_cdc.ConfigError, match=r"cannot be read again alone: its chunk key a, b is not of "
-                       r"integer or binary columns, NOT NULL \(b is varchar\(8\)\); snapshot the whole table"):
+                       r"integer, binary, DECIMAL \(up to 15 digits\), DATE, DATETIME or TIMESTAMP columns, NOT NULL "
+                       r"\(b is varchar\(8\)\); snapshot the whole table"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
     with pytest.raises(mysql_cdc.ConfigError,  # a DECIMAL(20,0) in a lake (MariaDB's column type: bigint(20) unsigned)
                        match=r"id in \[1, 9007199254740993\) .* its bound 9007199254740993 of id "
                              r"\(bigint(\(20\))? unsigned\) names keys at or above 2\^53, .*; give keys it takes"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]tv", key_from="1", key_to=str(2**53 + 1))
     z = f"{db}[.]`z%s`"
-    with pytest.raises(mysql_cdc.ConfigError, match=r"key bound 'x' is not integers .* \(id\)"):
+    with pytest.raises(mysql_cdc.ConfigError, match=r"key value 'x' of id \(int(\(11\))?\) is not an integer"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_from="x")
     with pytest.raises(mysql_cdc.ConfigError, match=r"key bound '1,2' has 2 values but the key has 1 column"):
         mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, key_to="1,2")
@@ -247,10 +251,20 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
     cur.execute("CREATE TABLE still_bin (id BINARY(16) PRIMARY KEY, v INT)")
     uuids = sorted(hashlib.sha256(b"%d" % i).digest()[:16] for i in range(300))
     cur.executemany("INSERT INTO still_bin VALUES (%s, %s)", [(u, i) for i, u in enumerate(uuids)])
+    # one keyed by a date, a time and a DECIMAL, and one by a TIMESTAMP (written in UTC)
+    cur.execute("CREATE TABLE still_when (day DATE, at DATETIME(6), p DECIMAL(7,2), v INT, PRIMARY KEY (day, at, p))")
+    day, at = dt.date(2024, 2, 27), dt.datetime(2024, 2, 29, 23, 59, 59, 999_800)
+    when = sorted((day + dt.timedelta(days=i % 5), at + dt.timedelta(microseconds=i), Decimal(i % 7) - Decimal("2.50"))
+                  for i in range(300))
+    cur.executemany("INSERT INTO still_when VALUES (%s, %s, %s, %s)", [(*k, i) for i, k in enumerate(when)])
+    cur.execute("SET time_zone = '+00:00'")
+    cur.execute("CREATE TABLE still_ts (at TIMESTAMP(6) PRIMARY KEY, v INT)")
+    cur.executemany("INSERT INTO still_ts VALUES (%s, %s)",
+                    [(at + dt.timedelta(microseconds=i), i) for i in range(300)])
     args = dict(to=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "state"),
                 tables=f"{db}[.].*", exclude=f"{db}[.]t1[03]_.*", source="src",
                 profiles={"src": profile_url(profile)}, chunk_size=200)
-    mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still", "still_bin"])
+    mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still", "still_bin", "still_when", "still_ts"])
     q = None
     try:
         with Writers(info, db, seed=5):
@@ -276,12 +290,22 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         lost = (uuids[40], uuids[250])
         deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_bin"))).delete(
             " OR ".join(f"id = X'{u.hex()}'" for u in lost))
+        gone = (when[40], when[250])
+        deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_when"))).delete(
+            " OR ".join(f"at = '{k[1].isoformat()}'" for k in gone))
         with pytest.raises(mysql_cdc.ConfigError, match=r"key 5 of .*still_bin.*: its bound 5 of id \(binary\(16\)\) "
                            r"is not bytes: write it as 0x and hex digits"):
             mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_bin", keys=["5"])
         with pytest.raises(mysql_cdc.ConfigError, match=r"key 0x11ee of .*: id \(binary\(16\)\) holds 16 bytes, not 2: "
                            r"give all of them \(0x11ee0{28} if the rest are zero bytes\)"):  # it would name no row
             mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_bin", keys=b"\x11\xee")
+        with pytest.raises(mysql_cdc.ConfigError, match=r"key value '2024-02-30' of day \(date\) is not a date"):
+            mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_when",
+                                 keys=["2024-02-30, 2024-02-29 10:00, 1.5"])
+        with pytest.raises(mysql_cdc.ConfigError, match=r"its bound 1.255 of p \(decimal\(7,2\)\) has more decimals "
+                           r"than its scale, 2"):  # its key just after would be 1.256, and 1.26 left out
+            mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_when",
+                                 keys=["2024-02-29, 2024-02-29 10:00, 1.255"])
         t01 = deltalake.DeltaTable(table_path(args["to"], TableId(db, "t01_int")))
         one = t01.to_pyarrow_table().slice(0, 1)
         deltalake.write_deltalake(t01.table_uri, one.set_column(0, one.schema.field(0),
@@ -291,10 +315,12 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             second = _verify(classic_spark, args, recheck_seconds=2, repair=True, repair_seconds=300)
             assert second.repair is not None and second.repair.state == "done", second.lines()
             bad = {t.table.split(".", 1)[1]: t for t in second.repair.before}
-            assert sorted(bad) == ["still", "still_bin", "t01_int"], second.lines()
+            assert sorted(bad) == ["still", "still_bin", "still_when", "t01_int"], second.lines()
             # named in key order, bytes as resnapshot --key takes them
             assert bad["still_bin"].missing == tuple(f"0x{u.hex()}" for u in lost), second.lines()
             assert (bad["still"].missing, bad["t01_int"].extra) == (("7", "400"), ("1000000",)), second.lines()
+            words = tuple(f"({d.isoformat()}, {a.isoformat(sep=' ')}, {p})" for d, a, p in gone)
+            assert bad["still_when"].missing == words, second.lines()  # as resnapshot --key takes them
             # each repaired by its differing keys read again (a key range with a gap), not the whole table nor
             # the smallest range holding them (393 rows more)
             store = StateStore(args["state_dir"])
@@ -302,17 +328,57 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             assert taken == {f"{db}.still": "id in [7, 8), [400, 401)",
                              f"{db}.still_bin": ", ".join(f"[0x{u.hex()}, 0x{u.hex()}00)" for u in lost).join(
                                  ["id in ", ""]),
+                             f"{db}.still_when": "(day, at, p) in " + ", ".join(
+                                 f"[({d}, {a.isoformat(sep=' ')}, {p}), ({d}, {a.isoformat(sep=' ')}, "
+                                 f"{p + Decimal('0.01')}))" for d, a, p in gone),
                              f"{db}.t01_int": "id in [1000000, 1000001)"}, taken
-            for t in ("still", "still_bin"):
+            for t in ("still", "still_bin", "still_when"):
                 reads = [r.rows for r in store.chunk_records(TableId(db, t))]
                 assert sum(reads) == 2 and len(reads) == 5, (t, reads)
             assert _by_table(second)["t01_int"].rows > 0 and _by_table(second)["still"].rows == 500
-            assert _by_table(second)["still_bin"].rows == 300
+            assert _by_table(second)["still_bin"].rows == _by_table(second)["still_when"].rows == 300
             # summed by chunks of about the plan's 200 rows again, not by the range's outside chunks as they are
             # (the gap [8, 400) and [401, +inf) are cut by key value, by the optimizer's estimate of their rows)
             assert _by_table(second)["still"].chunks >= 4, second.lines()
             assert second.ok, second.lines()
             assert q.isActive, q.exception()
+        # a TIMESTAMP key read again by keys given with their zone, and one in UTC: those two rows alone
+        ts = deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_ts")))
+        ts.delete(f"at = '{(at + dt.timedelta(microseconds=40)).isoformat()}Z' OR "
+                  f"at = '{(at + dt.timedelta(microseconds=250)).isoformat()}Z'")
+        asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_ts",
+                                     keys=["2024-03-01 00:59:59.999840+01:00", "2024-03-01 00:00:00.000050"])
+        wait_until(lambda: mysql_cdc.resnapshot(state_dir=args["state_dir"], request=asked.request,
+                                                checkpoint=args["checkpoint"]).state == "done" or not q.isActive,
+                   180, "the TIMESTAMP keys read again")
+        assert q.isActive, q.exception()
+        reads = [r.rows for r in StateStore(args["state_dir"]).chunk_records(TableId(db, "still_ts"))]
+        assert sum(reads) == 2 and len(reads) == 5, reads
+        # a row in the mirror alone (a key the source never had), named and mended by verify --repair in a process
+        # whose zone is not UTC (Spark gives Python a timestamp in the process's zone: the key would be 5 h off)
+        one = ts.to_pyarrow_table().slice(0, 1)
+        field = one.schema.field(0)
+        deltalake.write_deltalake(ts.table_uri, one.set_column(0, field, pa.array(
+            [at + dt.timedelta(microseconds=400)], field.type)), mode="append")
+        zone = os.environ.get("TZ")
+        os.environ["TZ"] = "America/New_York"
+        time.tzset()
+        try:
+            third = _verify(classic_spark, args, recheck_seconds=2, tables=f"{db}[.]still_ts", repair=True,
+                            repair_seconds=300)
+        finally:
+            if zone is None:
+                os.environ.pop("TZ", None)
+            else:
+                os.environ["TZ"] = zone
+            time.tzset()
+        assert third.repair is not None and third.repair.state == "done", third.lines()
+        (damaged,) = third.repair.before
+        assert damaged.extra == ("2024-03-01 00:00:00.000200",), third.lines()
+        assert third.ok and _by_table(third)["still_ts"].rows == 300, third.lines()
+        taken = [r.text() for rnd in StateStore(args["state_dir"]).rounds() for t, r in rnd.ranges
+                 if t == TableId(db, "still_ts")]
+        assert taken[-1] == "at in [2024-03-01 00:00:00.000200Z, 2024-03-01 00:00:00.000201Z)", taken
     finally:
         if q is not None:
             q.stop()

@@ -570,7 +570,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             if isinstance(why, str):
                 log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: %s", t, r.text(), why)
                 continue
-            out[t], high = r, why
+            assert schema is not None
+            # the columns whose literals say UTC as the table is now (a DATETIME made TIMESTAMP since the request)
+            out[t], high = replace(r, utc=tuple(c for c in r.key_columns
+                                                if schema.column(c).data_type == "timestamp")), why
         return out, high
 
     # -- schema changes followed (option schema_changes follow) --

@@ -11,14 +11,25 @@ request stands is read from the rounds and the sync's checkpoint (:mod:`mysql_cd
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import time
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from mysql_cdc.errors import ConfigError, StateError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyrange import KeyRange, RangeKey, check_keys, kind_problem, parse_bound, range_problem, shown_key
+from mysql_cdc.keyrange import (
+    KeyRange,
+    RangeKey,
+    check_keys,
+    column_value,
+    kind_problem,
+    parse_bound,
+    range_problem,
+    shown_key,
+)
 from mysql_cdc.options import split_patterns
 from mysql_cdc.state.resnapshot import RequestProgress, progress
 from mysql_cdc.state.storage import read_text
@@ -50,9 +61,10 @@ def matching(store: StateStore, tables: str) -> list[TableId]:
 
 def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Sequence[Any] = ()) -> KeyRange:
     """The keys of ``table`` read again: the key range ``[start, end)`` over its chunk key, and (or) the ``keys``
-    given one by one (each a value, a sequence of them, one per key column, or their text: integers, or ``0x``
-    and hex digits for a binary column, separated by commas); one error, before anything is recorded, when the
-    table's key takes no range or a value is not of its column's kind."""
+    given one by one (each a value, a sequence of them, one per key column, or their text: integers, ``0x`` and
+    hex digits for a binary column, a decimal number, a date, a date and time (a TIMESTAMP's in UTC unless it
+    names its zone), separated by commas); one error, before anything is recorded, when the table's key takes no
+    range or a value is not of its column's kind."""
     schema = next((s for s in captured_schemas(store) if s.table == table), None)
     if schema is None:
         raise ConfigError(f"{str(table)!r} is not captured by the sync of state_dir {store.location!r}")
@@ -70,32 +82,53 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
             if parsed is None:
                 return None
             b = parsed
-        if isinstance(b, (int, bytes, bytearray)):
+        if isinstance(b, (int, bytes, bytearray, Decimal, dt.date)):
             b = (b,)
         if not isinstance(b, (tuple, list)):
-            raise ConfigError(f"key {b!r} of {str(table)!r} is not an integer, bytes, a sequence of them (one per key "
-                              f"column: {', '.join(cols)}) or their text")
-        out = tuple(bytes(v) if isinstance(v, bytearray) else v for v in b)
+            raise ConfigError(f"key {b!r} of {str(table)!r} is not a value (an integer, bytes, a decimal, a date or "
+                              f"a datetime), a sequence of them (one per key column: {', '.join(cols)}) or their text")
+        if len(b) != len(cols):
+            raise ConfigError(f"key {b!r} of {str(table)!r} has {len(b)} values but the key has {len(cols)} columns "
+                              f"({', '.join(cols)})")
+        out = tuple(column_value(by[name], v) for name, v in zip(cols, b))
         check_keys(cols, [(f"key of {str(table)!r}", out)])
         for name, v in zip(cols, out):  # each of its column's kind, before values are compared
             if (why := kind_problem(by[name], v)) is not None:
                 raise ConfigError(f"key {shown_key(out)} of {str(table)!r}: {why}")
             if key and isinstance(v, bytes) and (why := _length_problem(by[name], v)) is not None:
                 raise ConfigError(f"key {shown_key(out)} of {str(table)!r}: {why}")
+            if key and isinstance(v, dt.datetime) and (why := _precision_problem(by[name], v)) is not None:
+                raise ConfigError(f"key {shown_key(out)} of {str(table)!r}: {why}")
         return out
+    utc = tuple(c for c in cols if by[c].data_type == "timestamp")  # whose literals say UTC
     spans = [(bound(start), bound(end))] if start is not None or end is not None or not keys else []
-    out = KeyRange(cols, *spans[0]) if spans else None  # its own errors first (a start not below its end)
+    out = KeyRange(cols, *spans[0], utc=utc) if spans else None  # its own errors first (a start not below its end)
     if any(k is None for k in keys):
         raise ConfigError(f"keys {list(keys)!r} hold None: give each key as a value, values or their text")
     listed = [k for k in (bound(k, key=True) for k in keys) if k is not None]
     if listed:
-        out = KeyRange.of_keys(cols, listed) if out is None else out.union(KeyRange.of_keys(cols, listed))
+        out = KeyRange.of_keys(cols, listed, utc) if out is None else out.union(KeyRange.of_keys(cols, listed, utc))
     assert out is not None
     why = range_problem(schema.columns, cols, out)
     if why is not None:
         raise ConfigError(f"the key range {out.text()} of {str(table)!r} cannot be read again alone: {why}; give "
                           "keys it takes, or snapshot the whole table again (leave out the keys and key bounds)")
     return out
+
+
+def _precision_problem(col: Any, v: dt.datetime) -> str | None:
+    """Why ``v`` is no value of a DATETIME(p) or TIMESTAMP(p) column ``col`` as a key (finer than its p digits of a
+    second: it names no row on either side), or ``None``.
+
+    >>> from mysql_cdc.schema import ColumnInfo as C
+    >>> _precision_problem(C("at", "datetime", "datetime(2)", False, datetime_precision=2), dt.datetime(2024, 2, 29,
+    ...                    10, 0, 0, 250_500))
+    'at (datetime(2)) holds 2 digits of a second, not 2024-02-29 10:00:00.250500'
+    """
+    p = col.datetime_precision or 0
+    if v.microsecond % 10 ** (6 - p) == 0:
+        return None
+    return f"{col.name} ({col.column_type}) holds {p} digits of a second, not {v.isoformat(sep=' ')}"
 
 
 def _length_problem(col: Any, v: bytes) -> str | None:

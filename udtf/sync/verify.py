@@ -24,6 +24,7 @@ For each table (docs/DESIGN.md §14):
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import time
 import urllib.parse
@@ -37,9 +38,9 @@ import pyarrow as pa
 
 from mysql_cdc.chunks import Chunk, Key
 from mysql_cdc.connect import ServerFacts, connect
-from mysql_cdc.errors import MysqlCdcError
+from mysql_cdc.errors import ConfigError, MysqlCdcError
 from mysql_cdc.ids import TableId, ident, table_ident
-from mysql_cdc.keyrange import KeyRange, range_problem
+from mysql_cdc.keyrange import KeyRange, column_value, range_problem, shown_value
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.splitter import cut_range
@@ -224,9 +225,10 @@ def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[ColumnInfo]) -> s
 def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     """The keys of ``check`` that differ, as a key range of those keys alone (:meth:`KeyRange.of_keys`; a long
     list joined across its smallest gaps), where a range of the table can be read again
-    (:mod:`mysql_cdc.keyrange`: a chunk key of integer or binary columns, NOT NULL, that is the primary key, its
-    BIGINT UNSIGNED values below 2^53) and every differing key is known (no bucket left unnarrowed); else ``None``: the
-    table is read again whole.
+    (:mod:`mysql_cdc.keyrange`: a chunk key of integer, binary, DECIMAL, DATE, DATETIME or TIMESTAMP columns, NOT
+    NULL, that is the primary key, its BIGINT UNSIGNED values below 2^53) and every differing key is known (no
+    bucket left unnarrowed); else ``None``: the table is read again whole. A TIMESTAMP's value is its naive UTC
+    time on both sides (the source's sessions are in UTC; :func:`mirror_rows` reads the mirror's as microseconds).
 
     >>> from mysql_cdc.schema import ColumnInfo
     >>> from mysql_cdc.ids import TableId
@@ -243,17 +245,23 @@ def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     >>> b = TableSchema(TableId("d", "t"), (ColumnInfo("id", "binary", "binary(2)", False),), ("id",), ("id",))
     >>> differing_range(b, TableCheck("d.t", differing=1, keys=((bytearray(b"\\x11\\xee"),),))).text()
     'id in [0x11ee, 0x11ee00)'
+    >>> p = TableSchema(TableId("d", "t"), (ColumnInfo("day", "date", "date", False),
+    ...                                     ColumnInfo("p", "decimal", "decimal(5,2)", False, numeric_precision=5,
+    ...                                                numeric_scale=2)), ("day", "p"), ("day", "p"))
+    >>> import datetime as dt
+    >>> differing_range(p, TableCheck("d.t", differing=1, keys=((dt.date(2024, 2, 29), Decimal("9.50")),))).text()
+    '(day, p) in [(2024-02-29, 9.50), (2024-02-29, 9.51))'
     """
     cols = tuple(schema.chunk_key)
     if (check.buckets or not check.keys or len(check.keys) != check.differing or cols != tuple(schema.primary_key)
             or range_problem(schema.columns, cols) is not None):
         return None
-    keys = [tuple(int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else
-                  bytes(v) if isinstance(v, bytearray) else v for v in k)
-            for k in check.keys]  # a mirror's BIGINT UNSIGNED is a DECIMAL(20, 0); Spark's bytes a bytearray
-    if not all(isinstance(v, (int, bytes)) and not isinstance(v, bool) for k in keys for v in k):
+    by = [schema.column(c) for c in cols]
+    try:  # a mirror's BIGINT UNSIGNED is a DECIMAL(20, 0); Spark's bytes a bytearray
+        keys = [tuple(column_value(c, v) for c, v in zip(by, k)) for k in check.keys]
+        out = KeyRange.of_keys(cols, keys, [c.name for c in by if c.data_type == "timestamp"])
+    except ConfigError:  # a value of another kind (a zero date read as NULL), or the largest of its type
         return None
-    out = KeyRange.of_keys(cols, keys)
     return None if range_problem(schema.columns, cols, out) is not None else out
 
 
@@ -642,18 +650,30 @@ def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, 
     the key columns: a key's values as the mirror holds them, ``lake_types``); a key the mirror holds more than
     once goes into ``twice``."""
     key_names = [f"__mysql_cdc_key{i}" for i in range(len(schema.primary_key))]
+    # a TIMESTAMP key's value also as microseconds since 1970 UTC: Python gets a Spark timestamp in its own zone
+    micros = {i: f"__mysql_cdc_micros{i}" for i, k in enumerate(schema.primary_key)
+              if schema.column(k).data_type == "timestamp"}
     picked = rows.selectExpr(f"{cs.mirror_key(_key_columns(schema), b1)} AS {_K}",
                              f"{cs.mirror_row(list(schema.columns), b1)} AS {_H}",
                              f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}",
-                             *[f"{cs._spark_ident(k)} AS {n}" for k, n in zip(schema.primary_key, key_names)])
+                             *[f"{cs._spark_ident(k)} AS {n}" for k, n in zip(schema.primary_key, key_names)],
+                             *[f"unix_micros({cs._spark_ident(schema.primary_key[i])}) AS {n}"
+                               for i, n in micros.items()])
+
+    def key_of(r: Any) -> tuple[Any, ...]:  # the key's values, a TIMESTAMP's as the naive UTC time keys are held in
+        vals = list(r[2:2 + len(key_names)])
+        for j, i in enumerate(micros):
+            m = r[2 + len(key_names) + j]
+            vals[i] = None if m is None else _EPOCH + dt.timedelta(microseconds=int(m))
+        return tuple(vals)
     out: dict[str, tuple[str, tuple[Any, ...]]] = {}
     wanted = sorted(set(buckets))
     if wanted:
-        for r in picked.filter(f"{_B} IN ({', '.join(str(int(b)) for b in wanted)})").select(_K, _H, *key_names
-                                                                                            ).collect():
+        for r in picked.filter(f"{_B} IN ({', '.join(str(int(b)) for b in wanted)})").select(
+                _K, _H, *key_names, *micros.values()).collect():
             if r[0] in out and twice is not None:
-                twice[r[0]] = tuple(r[2:])
-            out[r[0]] = (r[1], tuple(r[2:]))
+                twice[r[0]] = key_of(r)
+            out[r[0]] = (r[1], key_of(r))
     keys = list(keys)
     if keys:
         key_cols = _key_columns(schema)
@@ -664,9 +684,12 @@ def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, 
         lake = lake.rename_columns(given)
         wanted_keys = spark.createDataFrame(lake, schema=_spark_schema_of(lake.schema))
         cond = [picked[n] == wanted_keys[g] for n, g in zip(key_names, given)]
-        for r in picked.join(wanted_keys, cond, "inner").select(_K, _H, *key_names).collect():
-            out[r[0]] = (r[1], tuple(r[2:]))
+        for r in picked.join(wanted_keys, cond, "inner").select(_K, _H, *key_names, *micros.values()).collect():
+            out[r[0]] = (r[1], key_of(r))
     return out
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
 
 
 # ---- one table ----
@@ -687,14 +710,18 @@ def _less(sums: dict[int, tuple[int, int]], rows: dict[str, tuple[str, tuple[Any
 
 
 def key_words(key: tuple[Any, ...]) -> str:
-    """A key as the report names it: numbers as their digits, bytes as ``0x`` and hex digits (as ``resnapshot
-    --key`` takes them), other values as Python writes them.
+    """A key as the report names it: numbers as their digits, bytes as ``0x`` and hex digits, dates and times
+    in ISO form (as ``resnapshot --key`` takes them), other values as Python writes them.
 
     >>> key_words((Decimal("7"),)), key_words((3, "b")), key_words((bytearray(b"\\x11\\xee"),))
     ('7', "(3, 'b')", '0x11ee')
+    >>> import datetime as dt
+    >>> key_words((dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 10, 0, 0, 7), Decimal("1.50")))
+    '(2024-02-29, 2024-02-29 10:00:00.000007, 1.50)'
     """
-    parts = [str(v) if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) else
-             "0x" + bytes(v).hex() if isinstance(v, (bytes, bytearray)) else repr(v) for v in key]
+    parts = [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else
+             shown_value(bytes(v) if isinstance(v, bytearray) else v)
+             if isinstance(v, (bytes, bytearray, Decimal, dt.date)) else repr(v) for v in key]
     return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
 
 
