@@ -443,6 +443,8 @@ e.g. 0x11ee
     if want is None:
         return v  # the table takes no range: range_problem says so
     given = v
+    not_one = (f"key value {given!r} of {col.name} ({col.column_type}) is not "
+               f"{_KIND_NAMES['timestamp' if col.data_type == 'timestamp' else want]}")
     try:
         if isinstance(v, bytearray):
             v = bytes(v)
@@ -467,21 +469,17 @@ e.g. 0x11ee
                 ctx.prec = max(ctx.prec, v.adjusted() + (col.numeric_scale or 0) + 3)
                 q = v.quantize(Decimal(1).scaleb(-(col.numeric_scale or 0)))
             v = q if q == v else v  # at its scale, unless it has more decimals (kind_problem says so)
-        if want is dt.datetime and isinstance(v, dt.datetime) and v.tzinfo is not None:
-            if col.data_type != "timestamp":
-                raise TypeError("a zone")
+    except (ValueError, InvalidOperation) as e:
+        raise ConfigError(not_one) from e
+    if want is dt.datetime and isinstance(v, dt.datetime) and v.tzinfo is not None:
+        if col.data_type != "timestamp":
+            raise ConfigError(f"key value {given!r} of {col.name} ({col.column_type}) has a zone, which a DATETIME "
+                              "has not: give it without one")
+        try:
             v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    except TypeError as e:
-        raise ConfigError(f"key value {given!r} of {col.name} ({col.column_type}) has a zone, which a DATETIME "
-                          "has not: give it without one") from e
-    except (ValueError, InvalidOperation, OverflowError) as e:
-        raise ConfigError(f"key value {given!r} of {col.name} ({col.column_type}) is not "
-                          f"{_KIND_NAMES['timestamp' if col.data_type == 'timestamp' else want]}") from e
+        except OverflowError as e:  # a time of year 1 ahead of UTC
+            raise ConfigError(not_one) from e
     return v
-
-
-def _binary(col: Any) -> bool:
-    return str(col.data_type) in ("binary", "varbinary")
 
 
 def _unit(v: int | Decimal) -> int | Decimal:

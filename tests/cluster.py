@@ -71,20 +71,21 @@ class StandaloneCluster:
                "--memory", "1536m", "--work-dir", str(home / "work"), "--webui-port", str(_free_port())]
         self.workers[i] = self._spawn(cmd, home, "worker.out")
 
-    def _master_url(self) -> str | None:
+    def _master_said(self, pattern: str) -> str | None:
+        """The last match of ``pattern``'s group in the master's log: the ports it bound are said there, as the ones
+        asked for may have been taken between ``_free_port`` and the master's start (the other lane's processes
+        pick ports too), and the master then binds the next one, while the asked port answers another service
+        (its HTML, once in a clean-clone run)."""
         log = self.work / "master" / "master.out"
-        found = re.findall(r"Starting Spark master at (spark://\S+)", log.read_text(errors="replace")) \
-            if log.exists() else []
-        return found[-1] if found else None
+        found = re.findall(pattern, log.read_text(errors="replace")) if log.exists() else []
+        return str(found[-1]) if found else None
+
+    def _master_url(self) -> str | None:
+        return self._master_said(r"Starting Spark master at (spark://\S+)")
 
     def _ui_port(self) -> int | None:
-        """The port the master's web UI bound, as its log says: the one asked for may have been taken between
-        ``_free_port`` and the master's start (the other lane's processes pick ports too), and the master then
-        binds the next one, while the asked port answers another service's HTML (once in a clean-clone run)."""
-        log = self.work / "master" / "master.out"
-        found = re.findall(r"Bound MasterWebUI to \S+, and started at https?://[^:/\s]+:(\d+)",
-                           log.read_text(errors="replace")) if log.exists() else []
-        return int(found[-1]) if found else None
+        port = self._master_said(r"Bound MasterWebUI to \S+, and started at https?://[^:/\s]+:(\d+)")
+        return None if port is None else int(port)
 
     def state(self) -> dict[str, Any]:
         port = self._ui_port()
