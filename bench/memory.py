@@ -3,14 +3,16 @@ Spark's default 1g driver) on a table of 2.85 M small rows and on a table of lar
 snapshot and then an UPDATE of the largest), against Spark's JDBC reader of the same table in the same driver
 memory (the nightly dump it replaces), in a throwaway local server. A benchmark, not a test: it asserts nothing.
 
-    bash bench/memory.sh [--server mariadb|mysql] [--rows 2850000] [--blobs 64,128,192,256] [--wide-driver-memory 3g]
-        [--sync-python .venv-spark-4.2.1/bin/python]   # Spark's Delta writer (pyspark 4.2) instead of delta-rs
+    bash bench/memory.sh [--server mariadb|mysql] [--rows 2850000] [--blobs 64,128,192,256] [--wide-driver-memory 1g]
+        [--rows-driver-memory 3g] [--sync-python .venv-spark-4.2.1/bin/python]   # Spark's Delta (pyspark 4.2)
 
 Each run is sampled every 50 ms: the JVM (driver and, in local mode, executors), the job's own Python (which
 collects each micro-batch to merge it into Delta) and the largest Spark Python worker. The sync runs twice on the
 narrow table: with its defaults (batches bounded by rows and bytes, chunks planned no larger) and with the
 bounds off (``--max-rows-per-batch 0 --max-bytes-per-batch 0``: four chunks of about 479,000 rows per batch, as
-before the bounds). Writes a Markdown table to stdout and to ``bench/results/memory-<server>.md``.
+before the bounds). The large values run twice too: as the sync moves them (files in ``large_value_dir``, the default
+in local mode) and in their rows (``--large-value-dir ''``, as before), each in its own driver memory. Writes a
+Markdown table to stdout and to ``bench/results/memory-<server>.md``.
 """
 
 from __future__ import annotations
@@ -170,9 +172,12 @@ def main() -> None:
     ap = bench_parser(__doc__, 0)
     ap.add_argument("--rows", type=int, default=2_850_000)
     ap.add_argument("--blobs", default="64,128,192,256", help="sizes in MB of the large values, one row each")
-    ap.add_argument("--wide-driver-memory", default="3g", help="--driver-memory of the runs on large values")
+    ap.add_argument("--wide-driver-memory", default="1g", help="--driver-memory of the runs on large values")
     ap.add_argument("--wide-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting of the sync's runs on large values (--conf of the CLI)")
+    ap.add_argument("--rows-driver-memory", default="3g",
+                    help="--driver-memory of the runs on large values with every value in its row (--large-value-dir "
+                         "''), as before large values travelled as files; '' to leave them out")
     ap.add_argument("--runs", default="narrow,wide", help="which tables to run: narrow, wide or both")
     ap.add_argument("--sync-python", default=sys.executable,
                     help="the Python that runs the sync, by its pyspark: this one (4.3: delta-rs in the driver), or "
@@ -209,9 +214,21 @@ def main() -> None:
             results.append((f"sync --once, wide: UPDATE of the {blobs[-1]} MB row (binlog)", 1,
                             sync_run(info, work, "wide", "mem[.]wide", "--driver-memory", args.wide_driver_memory,
                                      *conf, python=args.sync_python)))
+            if args.rows_driver_memory:  # the same two runs with every value in its row, as before large_value_dir
+                inrow = ["--driver-memory", args.rows_driver_memory, "--large-value-dir", "", *conf]
+                results.append(("sync --once, wide, values in their rows: snapshot", len(blobs),
+                                sync_run(info, work, "wide-rows", "mem[.]wide", *inrow, python=args.sync_python)))
+                conn = info.connect(root=True, database="mem")
+                conn.autocommit(True)
+                conn.cursor().execute("UPDATE wide SET v = v + 1 WHERE id = %s", (len(blobs),))
+                conn.close()
+                results.append((f"sync --once, wide, values in their rows: UPDATE of the {blobs[-1]} MB row", 1,
+                                sync_run(info, work, "wide-rows", "mem[.]wide", *inrow, python=args.sync_python)))
+    inrow_memory = f", {args.rows_driver_memory} with them in their rows" if args.rows_driver_memory else ""
     lines = [f"Peak resident memory (MB) of `mysql-cdc sync --once` (pyspark {spark}, written by {writer}; "
              "local[2]; Spark's default 1g driver, "
-             f"{args.wide_driver_memory} for the large values) and of Spark's JDBC reader in the same 1g driver, "
+             f"{args.wide_driver_memory} for the large values, which travel as files (large_value_dir, the "
+             f"default in local mode){inrow_memory}) and of Spark's JDBC reader in the same driver memory, "
              f"{args.server}, {os.cpu_count()} cores.", "",
              "| run | rows | seconds | JVM | the job's Python | largest Python worker | all | outcome |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import posixpath
 from decimal import Decimal
 from typing import Any
 
@@ -103,14 +105,16 @@ def plan_chunks(profile: ConnectionProfile | str, **options: Any) -> list[dict[s
     return [dict(zip(names, chunk_row(c))) for p in plans for c in p.chunks]
 
 
-def split(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str, Any]:
+def split(df: Any, state_dir: str, tables: list[str] | None = None,
+          large_value_dir: str | None = None) -> dict[str, Any]:
     """The rows of a read of many tables (option ``tables``: values as JSON in ``__values``) as
     ``{'db.table': DataFrame}``, each typed exactly as a read of that one table (option ``table``) types it,
     with the metadata columns. ``state_dir`` is the read's; ``tables`` picks some (default: all recorded
-    there). See :mod:`mysql_cdc.udtf.spark.frames`."""
+    there); ``large_value_dir`` is the read's option of that name, if it had one (its files stay: remove them
+    once the rows are where they go). See :mod:`mysql_cdc.udtf.spark.frames`."""
     from mysql_cdc.udtf.spark.frames import table_frames
 
-    return table_frames(df, state_dir, tables)
+    return table_frames(df, state_dir, tables, large_value_dir)
 
 
 def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, source: str | None = None,
@@ -131,6 +135,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     :class:`~mysql_cdc.udtf.sync.job.BatchStats` (a classic session: it runs in this process). The target is
     created, or checked, before any data is read. See :mod:`mysql_cdc.udtf.sync.job`.
     """
+    from mysql_cdc.large_values import sync_folder
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, tighten_umask
@@ -138,7 +143,13 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
-    from mysql_cdc.udtf.sync.sinks import check_format, choose_writer, parse_target, sync_stream_options
+    from mysql_cdc.udtf.sync.sinks import (
+        check_format,
+        choose_writer,
+        local_large_values,
+        parse_target,
+        sync_stream_options,
+    )
     from mysql_cdc.udtf.sync.target import check_sync_paths, hold_sync_locks, keep_sync_locks, release_sync_locks
 
     remote = _is_connect(spark)
@@ -151,8 +162,19 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     to, checkpoint, state_dir = check_sync_paths(to, checkpoint, state_dir, remote=remote)
     writer = choose_writer(parse_target(to), lake_formats(spark), check_format(format))  # the format, its writer
     given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
-    merged = {**sync_stream_options(writer), **{k: str(v) for k, v in given.items() if v is not None}}
+    large = options.get("large_value_dir")
+    merged = {**sync_stream_options(writer, None if large is not None else local_large_values(spark, state_dir,
+                                                                                                remote)),
+              **{k: str(v) for k, v in given.items() if v is not None}}
+    if large == "":  # asked for none
+        del merged["large_value_dir"]
     opts = parse_options(merged)
+    if large:  # a folder of this sync's own under the one given, with one meaning for this process and its workers
+        if remote and not posixpath.isabs(str(large)):
+            raise ConfigError(f"large_value_dir {large!r} is relative: over Spark Connect give the server's "
+                              "folder as an absolute path")
+        merged["large_value_dir"] = sync_folder(str(large) if remote else os.path.abspath(str(large)), state_dir)
+        opts = parse_options(merged)
     registered = _profiles(profiles)
     if remote and opts.source in registered and registered[opts.source].password:
         from mysql_cdc.udtf.spark.batch_source import connect_stream_secret_error

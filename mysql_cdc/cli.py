@@ -462,6 +462,8 @@ def cmd_sync(ns: argparse.Namespace) -> int:
     spark = _local_spark(ns, "mysql-cdc sync")
     batches: list[Any] = []
     extra = dict(_stream_options(ns))
+    extra.update((k, v) for k, v in (("large_value_dir", ns.large_value_dir),
+                                     ("large_value_bytes", ns.large_value_bytes)) if v is not None)
     query = mysql_cdc.sync(spark, to=ns.to, checkpoint=ns.checkpoint, state_dir=ns.state_dir, tables=ns.tables,
                            source=ns.source, exclude=ns.exclude, trigger_seconds=ns.interval, once=ns.once,
                            on_batch=batches.append, format=ns.format, **extra)
@@ -830,6 +832,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(a folder only)")
     y.add_argument("--checkpoint", required=True, help="Spark checkpoint location (keep it with --state-dir)")
     y.add_argument("--state-dir", required=True, help="chunk plan, watermarks and schema of this capture")
+    y.add_argument("--large-value-dir", help="a folder every executor and the driver reach where BLOB and TEXT "
+                   "values of --large-value-bytes or more travel as files instead of through Spark (default in "
+                   "local mode: the state dir's large_values; on a cluster none unless given: a shared mount; '' "
+                   "for none); emptied once each batch is applied")
+    y.add_argument("--large-value-bytes", type=int, help="the size from which a value travels as a file "
+                   "(default 8388608, 8 MiB)")
     _stream_arguments(y, "4", "200000", "64 MiB")
     y.set_defaults(fn=cmd_sync, table=None, chunk_key=None)
     v = sub.add_parser("verify", help="compare a sync's mirror with its source by checksums of its chunks, at one "

@@ -38,9 +38,10 @@ _JAVA_CAUSE = re.compile(r"^: ((?:java|javax|scala|org)\.[\w.$]+(?:Exception|Err
 _WORKER_DIED = re.compile(r"Python worker exited unexpectedly \(crashed\)[^\n]*|PYTHON_WORKER_CRASHED[^\n]*"
                           r"|worker exited unexpectedly[^\n]*")
 _TOO_LITTLE = re.compile(r"System memory (\d+) must be at least (\d+)")
-MEMORY_FIX = ("give it more with --driver-memory (e.g. 4g; a table with a 256 MB value ran in 3g with delta-rs and "
-              "in 6g with Spark's Delta, on a machine with about 25-38 times the value free), or make batches "
-              "smaller (--max-rows-per-batch, --max-chunks-per-batch, --chunk-size)")
+MEMORY_FIX = ("give it more with --driver-memory (e.g. 4g; a table with a 256 MB value ran in the default 1g with "
+              "delta-rs and in 4g with Spark's Delta, its values travelling as files, on a machine with about 12-36 "
+              "times the value free; on a cluster give --large-value-dir a folder every node mounts), or make "
+              "batches smaller (--max-rows-per-batch, --max-chunks-per-batch, --chunk-size)")
 
 
 def one_line(text: str) -> tuple[str, bool]:

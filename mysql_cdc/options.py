@@ -113,6 +113,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "primary key's columns and NULL for the others, all a mirror merges by (a table without a primary "
                "key keeps them whole; the sync's stream sets it: an update of a table of large values then carries "
                "one copy of them, not two). Kept in the state_dir, as tinyint1_as_boolean is"),
+    OptionSpec("large_value_dir", str, None,
+               "reads of many tables: a folder every executor and the process that applies the rows reach, where a "
+               "BLOB or TEXT value of large_value_bytes or more travels as a file (its row's __values names it) "
+               "instead of through Spark (docs/DESIGN.md §11); the sync's: it sets it in local mode, reads the "
+               "files and empties its folder once a batch is applied (a read of your own with it gets rows that "
+               "name files, which mysql_cdc.split(..., large_value_dir=...) reads, and removes them yourself); "
+               "unset: every value travels in its row"),
+    OptionSpec("large_value_bytes", int, 8 << 20,
+               "with large_value_dir: the size from which a value travels as a file"),
     OptionSpec("allow_unlogged_cascades", bool, False,
                "MariaDB: capture tables changed by ON DELETE/UPDATE CASCADE or SET NULL foreign keys, whose "
                "cascaded changes are not in the binlog (a mirror keeps those rows)"),
@@ -172,6 +181,8 @@ class CdcOptions:
     row_decoder: RowDecoder = "planned"
     allow_statement_writes: bool = False
     before_images: BeforeImages = "full"
+    large_value_dir: str | None = None
+    large_value_bytes: int = 8 << 20
     allow_unlogged_cascades: bool = False
 
     @property
@@ -342,6 +353,14 @@ def parse_options(raw: Mapping[str, Any]) -> CdcOptions:
                           f"{opts.binlog_partitions!r}")
     if opts.row_decoder not in ROW_DECODERS:
         raise ConfigError(f"bad row_decoder {opts.row_decoder!r}; expected one of {', '.join(ROW_DECODERS)}")
+    if opts.large_value_bytes < 1:
+        raise ConfigError(f"large_value_bytes must be >= 1, got {opts.large_value_bytes!r}")
+    if opts.large_value_dir and re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", opts.large_value_dir):
+        raise ConfigError(f"large_value_dir {opts.large_value_dir!r} is a URI: give a folder path that every executor "
+                          "and the driver mount (e.g. /Volumes/main/cdc/large_values, an NFS or EFS mount)")
+    if opts.large_value_dir and opts.tables is None:
+        raise ConfigError("large_value_dir is for reads of many tables (option tables), whose __values carry each "
+                          "row's values: a read of one table hands Spark its columns; drop the option")
     if opts.before_images not in BEFORE_IMAGES:
         raise ConfigError(f"bad before_images {opts.before_images!r}; expected one of {', '.join(BEFORE_IMAGES)}")
     if opts.before_images == "key" and opts.tables is None:

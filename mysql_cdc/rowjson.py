@@ -56,6 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mysql_cdc.errors import SchemaChangedError
+from mysql_cdc.large_values import LargeValueError, LargeValues
 
 _Codec = Callable[[Any], Any]
 
@@ -264,7 +265,7 @@ def _unbase64(col: pa.Array, t: pa.DataType) -> pa.Array:
 _STRICT = sys.version_info >= (3, 11)  # binascii's strict base64 (b64decode's validate=True, without a copy)
 
 
-def encode_column(batch: pa.RecordBatch) -> pa.Array:
+def encode_column(batch: pa.RecordBatch, large: LargeValues | None = None) -> pa.Array:
     """One JSON object per row of ``batch``, keys in column order (see the module's table), as a string array
     made column by column: each column's values become JSON texts on the whole column (:func:`_value_texts`),
     then each row's pieces are joined by Arrow. The texts are :func:`encode_rows`' (floats may be written
@@ -279,6 +280,10 @@ def encode_column(batch: pa.RecordBatch) -> pa.Array:
     n = batch.num_rows
     if not batch.num_columns:
         return pa.array(["{}"] * n, pa.string())
+    if large is not None and n:
+        batch, refs = _set_aside(batch, large)
+        if refs:
+            return _with_refs(encode_column(batch), refs)
     if n and any(_is_bytes(col.type) and _has_large(col) for col in batch.columns):
         whole = _written_in_place(batch)
         if whole is not None:
@@ -291,6 +296,105 @@ def encode_column(batch: pa.RecordBatch) -> pa.Array:
     if n == 0:
         return pa.array([], pa.string())
     return pc.binary_join_element_wise(*pieces, "")
+
+
+def _set_aside(batch: pa.RecordBatch, large: LargeValues) -> tuple[pa.RecordBatch, dict[int, dict[str, Any]]]:
+    """``batch`` with its values of ``large.min_bytes`` or more (binary and string columns) written into
+    ``large``'s folder and NULL in their place, and each such row's references (row -> column -> reference)."""
+    refs: dict[int, dict[str, Any]] = {}
+    columns = list(batch.columns)
+    for i, (name, col) in enumerate(zip(batch.schema.names, columns)):
+        if not _is_bytes(col.type) or col.null_count == len(col):
+            continue
+        lengths = pc.binary_length(col)
+        if pc.max(lengths).as_py() < large.min_bytes:
+            continue
+        big = np.asarray(pc.fill_null(pc.greater_equal(lengths, large.min_bytes), False))
+        offsets, data = _value_spans(col)
+        for r in np.flatnonzero(big).tolist():
+            refs.setdefault(r, {})[name] = large.put(data[int(offsets[r]):int(offsets[r + 1])])
+        columns[i] = pc.if_else(pa.array(big), pa.nulls(len(col), col.type), col)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema), refs
+
+
+def _with_refs(texts: pa.Array, refs: dict[int, dict[str, Any]]) -> pa.Array:
+    """Rows' texts with the references of the values set aside where their NULLs are: each such row read as
+    JSON and written again (its values the same: a number reads back as the double or integer it was written
+    from), the few rows that held a large value."""
+    rows = sorted(refs)
+    out = []
+    for r in rows:
+        row = json.loads(texts[r].as_py())
+        for name, ref in refs[r].items():
+            if row.get(name, 0) is not None:
+                raise AssertionError(f"no NULL of column {name!r} in a row's text")
+            row[name] = ref
+        out.append(_DUMPS(row))
+    mask = np.zeros(len(texts), bool)
+    mask[rows] = True
+    return pc.replace_with_mask(texts, pa.array(mask), pa.array(out, texts.type))
+
+
+_REF = r':\s*\{'  # in a row's text where a value is an object (a large value's reference), and also where a
+# string value or a column's name holds ':{': such a row is read as JSON to know
+
+
+def _take_refs(texts: pa.Array) -> tuple[pa.Array, dict[str, dict[int, Any]]]:
+    """Rows' texts with the references of large values replaced by NULL, and the references (column -> row ->
+    reference)."""
+    maybe = np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring_regex(texts, _REF), False))).tolist()
+    refs: dict[str, dict[int, Any]] = {}
+    rows, out = [], []
+    for r in maybe:
+        obj = json.loads(texts[r].as_py())
+        named = {k: v for k, v in obj.items() if isinstance(v, dict)} if isinstance(obj, dict) else {}
+        if named:
+            for k, v in named.items():
+                refs.setdefault(k, {})[r] = v
+                obj[k] = None
+            rows.append(r)
+            out.append(_DUMPS(obj))
+    if not rows:
+        return texts, refs
+    mask = np.zeros(len(texts), bool)
+    mask[rows] = True
+    return pc.replace_with_mask(texts, pa.array(mask), pa.array(out, texts.type)), refs
+
+
+def _put_back(col: pa.Array, t: pa.DataType, at: dict[int, Any], large: LargeValues | None, name: str) -> pa.Array:
+    """Column ``col`` (type ``t``, NULL where its large values were) with those values read from their files."""
+    if large is None:
+        raise LargeValueError(f"a row's value of column {name!r} was written into a file (option large_value_dir): "
+                              "read the rows with that folder (the sync does)")
+    if not _is_bytes(t):
+        raise LargeValueError(f"a row names a file for its value of column {name!r}, of type {t}, which holds no "
+                              "large values")
+    sizes = np.where(np.asarray(pc.is_valid(col)), np.diff(_value_spans(col)[0]), 0)
+    for r, ref in at.items():
+        if not isinstance(ref, dict) or type(ref.get("bytes")) is not int or ref["bytes"] < 0:
+            raise LargeValueError(f"a row names a large value of column {name!r} as {ref!r}: not written by this "
+                                  "library")
+        sizes[r] = ref["bytes"]
+    ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    wide = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
+    if not wide and ends[-1] >= 2**31:
+        raise LargeValueError(f"the values of column {name!r} of one batch pass 2 GiB: make batches smaller "
+                              "(max_bytes_per_batch)")
+    out = bytearray(int(ends[-1]))  # the one copy of each large value
+    view = memoryview(out)
+    offsets, data = _value_spans(col)
+    data = data.cast("B")  # Arrow's buffers are signed chars
+    for r in sorted(set(np.flatnonzero(sizes).tolist()) | set(at)):  # an empty value's file too: it is checked
+        if r in at:
+            large.read_into(at[r], view[int(ends[r]):int(ends[r + 1])])
+        else:
+            view[int(ends[r]):int(ends[r + 1])] = data[int(offsets[r]):int(offsets[r + 1])]
+    valid = np.asarray(pc.is_valid(col))
+    valid[list(at)] = True
+    nulls = int(len(valid) - valid.sum())
+    return pa.Array.from_buffers(t, len(col), [pa.array(valid).buffers()[1] if nulls else None,
+                                               pa.py_buffer(ends.astype(np.int64 if wide else np.int32)),
+                                               pa.py_buffer(out)], nulls)
 
 
 _B64_STEP = 3 << 20  # bytes of a large value base64-encoded (or escaped) at a time; a multiple of 3: base64
@@ -423,7 +527,8 @@ def encode_rows_python(batch: pa.RecordBatch) -> list[str]:
     return [_DUMPS(dict(zip(names, row))) for row in zip(*columns)] if columns else ["{}"] * batch.num_rows
 
 
-def decode_rows(texts: Sequence[str] | pa.Array, schema: pa.Schema) -> pa.RecordBatch:
+def decode_rows(texts: Sequence[str] | pa.Array, schema: pa.Schema,
+                large: LargeValues | None = None) -> pa.RecordBatch:
     """The typed rows again: ``schema`` is the table's Arrow schema (a single-table read's columns). A text
     with other columns than ``schema`` was written with another schema of the table: an error, never a guess.
 
@@ -431,8 +536,21 @@ def decode_rows(texts: Sequence[str] | pa.Array, schema: pa.Schema) -> pa.Record
     cast: DECIMAL digits, dates and times from their text; base64 alone is decoded value by value); a text the
     reader cannot take (a key ``schema`` lacks, a value of another type), or one that lacks a column, is read by
     :func:`decode_rows_python`, which names the cause. Keys are matched by name: a text whose keys are
-    ``schema``'s in another order is read (Python's reader refuses it)."""
+    ``schema``'s in another order is read (Python's reader refuses it). A value written into a file
+    (:mod:`mysql_cdc.large_values`) is read from ``large``'s folder."""
     arr = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
+    if len(arr):
+        arr, refs = _take_refs(arr)
+        if refs:
+            batch = decode_rows(arr, schema)
+            for name, at in refs.items():
+                if name not in schema.names:
+                    raise SchemaChangedError(f"a row image names a large value of column {name!r}, not one of "
+                                             f"{schema.names!r}: it was written with another schema of its table")
+                i = schema.get_field_index(name)
+                batch = batch.set_column(i, schema.field(i), _put_back(batch.column(i), schema.field(i).type, at,
+                                                                       large, name))
+            return batch
     if len(arr) == 0 or arr.null_count:
         return decode_rows_python(arr.to_pylist(), schema)
     try:

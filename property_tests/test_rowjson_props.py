@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import os
+import pathlib
 from typing import Any
 from unittest import mock
 
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from mysql_cdc import rowjson
 from mysql_cdc.errors import SchemaChangedError
+from mysql_cdc.large_values import LargeValueError
 from mysql_cdc.rowjson import _decode_columns, decode_rows, encode_rows, encode_rows_python
 
 UTC = dt.timezone.utc
@@ -178,3 +181,117 @@ def test_a_base64_text_not_in_fours_is_refused_on_both_paths() -> None:
     for threshold in (0, 1 << 20):
         with mock.patch.object(rowjson, "_LARGE", threshold), pytest.raises(ValueError):
             decode_rows(['{"k":2,"b":"AAA"}'], schema)
+
+
+@given(batches(), st.sampled_from([0, 1, 3, 8]), st.integers(0, 6), st.integers(0, 6), st.booleans(),
+       st.sampled_from(["c", 'c :{"x', "c\\"]))
+def test_values_set_aside_as_files_come_back_exact(batch: pa.RecordBatch, min_bytes: int, start: int, size: int,
+                                                   large: bool, prefix: str) -> None:
+    """With a folder for large values (``mysql_cdc.large_values``), every binary or string value of ``min_bytes``
+    or more is written into a file and its row names it (an object, where no value is one otherwise); every other
+    value stays in its row as before; decoding reads them back exactly, also from a slice of the batch and with
+    column names that hold ``:{"`` (the mark a row with a reference is looked for by)."""
+    import tempfile
+
+    from mysql_cdc.large_values import LargeValues
+
+    batch = pa.RecordBatch.from_arrays(batch.columns, names=[prefix + n for n in batch.schema.names])
+    if large:
+        batch = batch.cast(pa.schema([f.with_type(pa.large_binary()) if pa.types.is_binary(f.type) else f
+                                      for f in batch.schema]))
+    part = batch.slice(start, size)
+    with tempfile.TemporaryDirectory() as folder:
+        lv = LargeValues(os.path.join(folder, "lv"), min_bytes)
+        texts = rowjson.encode_column(part, lv)
+        wanted = set()
+        for r, text in enumerate(texts.to_pylist()):
+            row = json.loads(text)
+            for f in part.schema:
+                v = part.column(f.name)[r].as_py()
+                big = rowjson._is_bytes(f.type) and v is not None and \
+                    len(v.encode() if isinstance(v, str) else v) >= min_bytes
+                assert isinstance(row[f.name], dict) == big, (f.name, v, row[f.name])
+                if big:
+                    wanted.add(row[f.name]["file"])
+        assert set(os.listdir(lv.folder) if os.path.isdir(lv.folder) else []) == wanted
+        assert decode_rows(texts, part.schema, lv).equals(part)
+        assert decode_rows(texts.to_pylist(), part.schema, lv).equals(part)
+        if wanted:
+            with pytest.raises(LargeValueError, match="large_value_dir"):
+                decode_rows(texts, part.schema)  # without the folder: one clear error, never a NULL
+        assert lv.clear() == len(wanted)
+
+
+def test_a_large_value_s_file_is_trusted_for_nothing_but_its_content(tmp_path: Any) -> None:
+    """A file changed, cut, replaced by a link or gone is one error naming the file and the cause; a reference
+    of another shape is refused; clearing leaves files not ours."""
+    from mysql_cdc.large_values import LargeValues
+
+    lv = LargeValues(str(tmp_path / "lv"), 4)
+    schema = pa.schema([("k", pa.int32()), ("b", pa.binary())])
+    batch = pa.record_batch([pa.array([1, 2]), pa.array([b"0123456789", b"xy"])], schema=schema)
+    texts = rowjson.encode_column(batch, lv)
+    (name,) = os.listdir(lv.folder)
+    path = os.path.join(lv.folder, name)
+    assert oct(os.stat(lv.folder).st_mode & 0o777) == "0o700" and oct(os.stat(path).st_mode & 0o777) == "0o600"
+    original = pathlib.Path(path).read_bytes()
+    for bad, cause in ((b"0123456780", "does not hold the value named by its SHA-256"),
+                       (b"012345678", "not a large value of 10 bytes")):
+        with open(path, "wb") as f:
+            f.write(bad)
+        with pytest.raises(LargeValueError, match=cause):
+            decode_rows(texts, schema, lv)
+    os.unlink(path)
+    other = tmp_path / "other"
+    other.write_bytes(original)
+    os.symlink(other, path)
+    with pytest.raises(LargeValueError, match="cannot read the large value .*not ours"):
+        decode_rows(texts, schema, lv)
+    os.unlink(path)
+    with pytest.raises(LargeValueError, match="is not in .*every executor"):
+        decode_rows(texts, schema, lv)
+    forged = texts.to_pylist()
+    forged[0] = forged[0].replace(name, "../../etc/passwd")
+    with pytest.raises(LargeValueError, match="not written by this library"):
+        decode_rows(forged, schema, lv)
+    (tmp_path / "lv" / "keep.txt").write_text("not ours")
+    (tmp_path / "lv" / ("a" * 64)).mkdir()  # what cannot be removed stays, and fails nothing
+    assert lv.clear() == 0 and sorted(os.listdir(lv.folder)) == ["a" * 64, "keep.txt"]
+
+
+def test_a_reference_lands_in_its_own_column_whatever_the_names_and_values_around_it(tmp_path: Any) -> None:
+    """The texts a reference goes into are read as JSON and written again (found by a review: a text search for
+    the column's NULL matched across a string value ending in a comma and a column named like the search)."""
+    from mysql_cdc.large_values import LargeValues
+
+    lv = LargeValues(str(tmp_path / "lv"), 8)
+    batch = pa.record_batch([pa.array(["x,", 'y:{"']), pa.array([5, 6]), pa.array([b"0123456789", b"9876543210"]),
+                             pa.array([1.5e-05, -0.0], pa.float32())], names=["s", '":null,"', ",", "f"])
+    texts = rowjson.encode_column(batch, lv)
+    assert [json.loads(t)[","]["bytes"] for t in texts.to_pylist()] == [10, 10]
+    assert decode_rows(texts, batch.schema, lv).equals(batch)
+
+
+def test_references_the_library_never_writes_are_refused(tmp_path: Any) -> None:
+    """An empty value's file is read and checked like any other; a length that is not an integer, and a FIFO
+    under a value's name (which would block a read), are refused."""
+    import hashlib
+
+    from mysql_cdc.large_values import LargeValues
+
+    lv = LargeValues(str(tmp_path / "lv"), 0)
+    schema = pa.schema([("b", pa.binary())])
+    texts = rowjson.encode_column(pa.record_batch([pa.array([b""])], schema=schema), lv)
+    assert json.loads(texts[0].as_py())["b"] == {"file": hashlib.sha256(b"").hexdigest(), "bytes": 0}
+    assert decode_rows(texts, schema, lv).column(0).to_pylist() == [b""]
+    assert lv.clear() == 1
+    with pytest.raises(LargeValueError, match="is not in"):  # even empty: its file must be there
+        decode_rows(texts, schema, lv)
+    forged = texts[0].as_py().replace('"bytes":0', '"bytes":false')
+    with pytest.raises(LargeValueError, match="not written by this library"):
+        decode_rows([forged], schema, lv)
+    value = b"0123456789"
+    name = hashlib.sha256(value).hexdigest()
+    os.mkfifo(os.path.join(lv.folder, name))
+    with pytest.raises(LargeValueError, match="not a large value of 10 bytes"):
+        decode_rows([json.dumps({"b": {"file": name, "bytes": 10}})], schema, lv)

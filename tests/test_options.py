@@ -39,6 +39,9 @@ def test_defaults_come_from_the_option_table() -> None:
     ({"partitions": -1}, "partitions must be >= 0"),
     ({"chunk_key": "shop.a:k; shop.b:"}, "bad chunk_key entry 'shop.b:' in 'shop.a:k; shop.b:'"),
     ({"chunk_key": "shop.(a:k"}, "bad table pattern 'shop.(a'"),
+    ({"tables": "s.t", "large_value_dir": "s3://bucket/lv"}, "large_value_dir 's3://bucket/lv' is a URI"),
+    ({"table": "s.t", "large_value_dir": "/mnt/lv"}, "large_value_dir is for reads of many tables"),
+    ({"tables": "s.t", "large_value_dir": "/mnt/lv", "large_value_bytes": 0}, "large_value_bytes must be >= 1"),
 ])
 def test_bad_options_are_one_clear_error(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):

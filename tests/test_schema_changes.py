@@ -6,6 +6,9 @@ table is not snapshotted again); the others snapshot that table again."""
 
 from __future__ import annotations
 
+import os
+import random
+import shutil
 from typing import Any
 
 import pytest
@@ -13,6 +16,7 @@ import pytest
 import mysql_cdc
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
+from mysql_cdc.large_values import sync_folder
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.state.history import schema_at
 from mysql_cdc.state.store import StateStore
@@ -232,27 +236,42 @@ def test_schema_changes_are_followed_over_spark_connect(
         request: pytest.FixtureRequest, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any,
         tmp_path: Any) -> None:
     """The same following from a Spark Connect client: the stream's driver side and the batch function run in
-    the server, which records the schemas and moves the Delta tables to them."""
+    the server, which records the schemas and moves the Delta tables to them. Values of ``large_value_bytes`` and
+    more travel as files through the folder the client names (none is set by itself over Connect), emptied by the
+    server's batch function."""
     from tests.test_streaming import _session
 
     tables = ["a_add", "d_rename", "h_trunc", "f_type"]
     _make(root, tables, 100)
+    big = random.Random(5).randbytes
+    cur = root.cursor()
+    cur.execute("CREATE TABLE lv_big (id INT PRIMARY KEY, b LONGBLOB, t LONGTEXT CHARACTER SET utf8mb4)")
+    cur.executemany("INSERT INTO lv_big VALUES (%s, %s, %s)", [(1, big(5000), "é" * 1500), (2, big(10), "x")])
     spark, remote = _session("connect", request)
     to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
+    folder = str(tmp_path / "large")
     # the server's profile (tests.test_streaming._session gives it): a Connect stream cannot use a client's
-    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]({'|'.join(tables)})", source="src",
-                chunk_size=40)
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]({'|'.join([*tables, 'lv_big'])})",
+                source="src", chunk_size=40, large_value_dir=folder, large_value_bytes=2000)
     try:
         _sync(spark, args)
-        cur = root.cursor()
+        # the sync's own folder under the one given (made by the reader that wrote a file), emptied
+        assert os.listdir(folder) == [sync_folder(folder, state).rsplit("/", 1)[1]], os.listdir(folder)
+        assert os.listdir(sync_folder(folder, state)) == []
+        assert not os.path.exists(os.path.join(state, "large_values"))  # no folder of its own over Connect
+        _check(info, db, to, "lv_big")
         for t in tables:
             for sql in CHANGES[t][0]:
                 cur.execute(sql)
         cur.execute("INSERT INTO a_add (id, v, n) VALUES (1001, 1, 5)")
         cur.execute("INSERT INTO h_trunc (id, v) VALUES (7, 7)")
+        cur.execute("UPDATE lv_big SET b = %s, t = %s WHERE id = 2", (big(9000), '":{"' * 700))
+        shutil.rmtree(folder)  # made again by the reader that writes the next large value
         _sync(spark, args)
-        for t in tables:
+        assert os.listdir(sync_folder(folder, state)) == []
+        for t in [*tables, "lv_big"]:
             _check(info, db, to, t)
+        for t in tables:
             assert CHANGES[t][1] in _actions(state, db, t), (t, _actions(state, db, t))
     finally:
         if remote is not None:

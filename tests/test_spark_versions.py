@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import collections
 import glob
+import hashlib
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -371,8 +373,10 @@ spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "fal
          .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
          .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
          .config("spark.sql.warehouse.dir", work + "/warehouse").enableHiveSupport().getOrCreate())
+files = []  # each batch's files of large values (decoded by Spark's writers on the executors)
 args = dict(to="spark_catalog.mirror_{database}", checkpoint=work + "/ck", state_dir=work + "/state",
-            tables=db + "[.](a|b|c)", source="src", chunk_size=100, once=True)
+            tables=db + "[.](a|b|c|lv)", source="src", chunk_size=100, once=True, large_value_bytes=1000,
+            on_batch=lambda s: files.append(s.large_values))
 clash = None
 if phase == "first":  # two tables named alike in one namespace: refused before anything is read or created
     try:
@@ -384,7 +388,27 @@ if phase == "first":  # two tables named alike in one namespace: refused before 
 q = mysql_cdc.sync(spark, **args)
 ended = q.awaitTermination(300)
 out = {"ended": ended, "error": None if q.exception() is None else str(q.exception())[:2000], "tables": {},
-       "clash": clash, "clash_left": phase == "first" and clash_left}
+       "clash": clash, "clash_left": phase == "first" and clash_left, "files": sum(files),
+       "folder": os.listdir(work + "/state/large_values")}
+import hashlib
+out["lv"] = sorted([r["id"], r["b"] and hashlib.sha256(r["b"]).hexdigest(), r["t"] and hashlib.sha256(
+    r["t"].encode()).hexdigest()] for r in spark.table(f"spark_catalog.mirror_{db}.lv").collect())
+# the Parquet files' column chunks: (dictionary encoded, has min/max statistics), per table
+import glob, pyarrow.parquet as pq
+
+
+def chunks(table):
+    where = spark.sql(f"DESCRIBE DETAIL {table}").collect()[0]["location"].replace("file:", "")
+    for f in glob.glob(where + "/*.parquet"):
+        meta = pq.ParquetFile(f).metadata
+        for g in range(meta.num_row_groups):
+            for i in range(meta.num_columns):
+                c = meta.row_group(g).column(i)
+                yield (any("DICTIONARY" in e for e in c.encodings), c.statistics is not None and
+                       c.statistics.has_min_max)
+
+
+out["parquet"] = {t: sorted(set(chunks(f"spark_catalog.mirror_{db}.{t}"))) for t in ("a", "lv")}
 for t in ("a", "b", "c"):
     name = f"spark_catalog.mirror_{db}.{t}"
     out["tables"][t] = sorted([list(r) for r in spark.table(name).collect()])
@@ -441,6 +465,19 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
         assert out.returncode == 0, out.stderr[-3000:]
         return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
+    # a table of values of 1000 bytes and more (large_value_bytes): they travel as files, which Spark's writers
+    # read on the executors
+    big = random.Random(3).randbytes
+    cur = root.cursor()
+    cur.execute("CREATE TABLE lv (id INT PRIMARY KEY, b LONGBLOB, t LONGTEXT CHARACTER SET utf8mb4)")
+    cur.executemany("INSERT INTO lv VALUES (%s, %s, %s)", [(1, big(5000), '"\\ :{"€' * 300), (2, big(999), "x"),
+                                                          (3, None, None)] + [(i, None, "same") for i in range(10, 40)])
+
+    def lv_source() -> list[list[Any]]:
+        cur.execute("SELECT id, b, t FROM lv ORDER BY id")
+        return [[i, b and hashlib.sha256(bytes(b)).hexdigest(), t and hashlib.sha256(t.encode()).hexdigest()]
+                for i, b, t in cur.fetchall()]
+
     other = info.connect(root=True)
     try:
         other.cursor().execute(f"CREATE DATABASE `{db}_other`")
@@ -453,7 +490,13 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
     assert first["clash_left"] is False  # nothing of the refused sync was created
     assert first["ended"] and first["error"] is None, first
     assert first["types"]["a"] == [["id", "int"], ["v", "int"]]
+    assert first["lv"] == lv_source() and first["files"] == 2 and first["folder"] == [], first
+    # a table with a BLOB is written by Spark's Delta without Parquet dictionaries (its 30 equal texts would take
+    # one) and statistics (each copies a value whole: lake_types.large_value_settings), and only it
+    assert first["parquet"]["lv"] == [[False, False]] and [False, True] in first["parquet"]["a"], first["parquet"]
     _change(root, 40)
+    cur.execute("UPDATE lv SET b = %s, t = 'short' WHERE id = 2", (big(70_000),))
+    cur.execute("INSERT INTO lv VALUES (4, NULL, %s)", ("é" * 600,))
     root.cursor().execute("ALTER TABLE a ADD COLUMN n INT NULL")  # followed: the mirror rewritten with it
     root.cursor().execute("UPDATE a SET n = id WHERE id < 10")
     second = run("sync")
@@ -463,6 +506,8 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
         got = collections.Counter(tuple(r) for r in second["tables"][t])
         assert got == _source(info, db, t, cols), t
     assert second["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
+    assert second["lv"] == lv_source() and second["files"] == 2 and second["folder"] == [], second
+    assert second["parquet"]["lv"] == [[False, False]], second["parquet"]  # the MERGE's files too
     checks = {c["table"].split(".", 1)[1]: c for c in second["verify"]["tables"]}
     for t in TABLES:
         assert checks[t]["rows"] == len(second["tables"][t]) > 0 and not checks[t]["not_checked"], checks[t]
@@ -473,7 +518,7 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
     # the rewrite kept the table's owner (the capture's sync id), which the next run checks
     assert second["owner"] == first["owner"] and len(set(first["owner"].values())) == 1 and first["owner"]["a"]
     history = glob.glob(str(tmp_path / "warehouse" / f"mirror_{db}.db" / "*" / "_delta_log"))
-    assert len(history) == 3
+    assert len(history) == 4
     for log in history:
         versions = [v for _, v in _txns(os.path.dirname(log))]
         assert versions and len(versions) == len(set(versions)), (log, versions)

@@ -74,7 +74,9 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
     """Values of 1 MiB and more travel on Arrow's buffers through the envelope (rowjson: written and read where
     they are, not as Python objects) and an update's before image holds only its key (``before_images`` key, which
     the sync sets): random bytes (no two alike, nothing to compress) and NULLs come out exact through the snapshot,
-    an update of the value, an update of the key, a delete and an insert."""
+    an update of the value, an update of the key, a delete and an insert. Values of ``large_value_bytes`` (here 2
+    MiB) and more travel as files instead (``mysql_cdc.large_values``: the sync in local mode puts them under its
+    state dir, in a private folder it empties once each batch is applied), a BLOB's and a text's alike."""
     cur = root.cursor()
     cur.execute("CREATE TABLE big (id INT PRIMARY KEY, v INT NOT NULL, payload LONGBLOB, "
                 "note MEDIUMTEXT CHARACTER SET utf8mb4)")
@@ -84,12 +86,17 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
                      (4, 4, b"", "small")])
     to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
     args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]big", source="src",
-                profiles={"src": profile_url(profile)})
+                profiles={"src": profile_url(profile)}, large_value_bytes=2 << 20)
+    files: list[int] = []  # each batch's files of large values
 
-    def sync() -> None:
-        q = mysql_cdc.sync(classic_spark, once=True, **args)
+    def sync() -> int:
+        files.clear()
+        q = mysql_cdc.sync(classic_spark, once=True, on_batch=lambda s: files.append(s.large_values), **args)
         assert q.awaitTermination(600), "the availableNow sync did not end"
         assert q.exception() is None, q.exception()
+        folder = os.path.join(state, "large_values")
+        assert os.listdir(folder) == [] and os.stat(folder).st_mode & 0o777 == 0o700
+        return sum(files)
 
     def same() -> None:
         cur.execute("SELECT id, v, payload, note FROM big ORDER BY id")
@@ -99,7 +106,7 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
         assert [r[:2] for r in mirror] == [r[:2] for r in source]
         assert mirror == source  # (not shown: megabytes)
 
-    sync()
+    assert sync() == 1  # the 3 MiB value
     same()
     # the mirror's files: Snappy, as delta-rs writes by default; min/max statistics for the key and the text
     # (cut to 64 bytes), none for the BLOB (a Parquet writer holds those whole while it writes)
@@ -124,7 +131,8 @@ def test_values_of_megabytes_mirror_exactly_through_the_snapshot_and_the_binlog(
     cur.execute("UPDATE big SET v = 44, payload = %s WHERE id = 4", (blob(5 << 20),))
     cur.execute("DELETE FROM big WHERE id = 2")
     cur.execute("INSERT INTO big VALUES (5, 5, %s, NULL)", (blob((3 << 19) + 2),))
-    sync()
+    cur.execute("UPDATE big SET note = %s WHERE id = 5", ('"\\\n€ :{"' * (3 << 17),))  # a text of 3.9 MB
+    assert sync() == 3  # the 2 MiB and 5 MiB values and the text
     same()
     # a table of large values: the binlog's batches replace their keys' rows (an overwrite by a predicate of
     # the keys, which held a third of a MERGE's memory), in commits that carry the batch's transaction

@@ -23,6 +23,7 @@ from pyspark.sql.types import StructField, StructType
 
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
+from mysql_cdc.large_values import LargeValues, large_values
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
@@ -64,7 +65,8 @@ def versions_of(history: list[HistoryEntry], opts: CdcOptions) -> list[Version]:
     return out
 
 
-def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versions: list[Version]) -> Any:
+def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versions: list[Version],
+             large: LargeValues | None = None) -> Any:
     """Each row decoded with the schema its table had at the row's binlog point (a snapshot row's: its chunk's
     high watermark), then moved to the latest columns (:func:`udtf.schema.evolve.evolve_rows`); ``T`` rows are left
     out. Without a schema history (schema_changes stop): every row with the recorded schema."""
@@ -81,7 +83,7 @@ def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versio
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             if not versions:
-                typed = decode_rows(b.column(VALUES_COLUMN), values_schema)
+                typed = decode_rows(b.column(VALUES_COLUMN), values_schema, large)
                 yield pa.RecordBatch.from_arrays([*typed.columns, *(b.column(m) for m in meta)], schema=out_schema)
                 continue
             ops, files, poss = (b.column(c).to_pylist() for c in (OP_COLUMN, FILE_COLUMN, POS_COLUMN))
@@ -96,7 +98,7 @@ def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versio
             for key, idx in groups.items():
                 v = by_id[key]
                 schema = v.values if v is not None else values_schema
-                typed = pa.Table.from_batches([decode_rows([texts[i] for i in idx], schema)])
+                typed = pa.Table.from_batches([decode_rows([texts[i] for i in idx], schema, large)])
                 try:
                     parts.append(evolve_rows(typed, values_schema, v.renamed if v is not None else {}))
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -116,9 +118,13 @@ def _decoder(table: str, values_schema: pa.Schema, out_schema: pa.Schema, versio
     return decode
 
 
-def table_frames(df: Any, state_dir: str, tables: list[str] | None = None) -> dict[str, Any]:
+def table_frames(df: Any, state_dir: str, tables: list[str] | None = None,
+                 large_value_dir: str | None = None) -> dict[str, Any]:
     """``{'db.table': DataFrame}`` for every table recorded in ``state_dir`` (or the ``tables`` named), each
-    typed as a single-table read (see the module's text). Tables without rows in ``df`` give empty frames."""
+    typed as a single-table read (see the module's text). Tables without rows in ``df`` give empty frames. Values
+    the read wrote into files (its option ``large_value_dir``) are read from ``large_value_dir`` by the
+    executors."""
+    large = large_values(large_value_dir, 1)
     if VALUES_COLUMN not in df.columns or TABLE_COLUMN not in df.columns:
         raise ConfigError(f"split takes the output of a read with option tables (columns {VALUES_COLUMN!r}, "
                           f"'__database', '__table', ...); this DataFrame has {df.columns[:6]!r}")
@@ -144,5 +150,5 @@ def table_frames(df: Any, state_dir: str, tables: list[str] | None = None) -> di
             spark_schema = StructType([f if i >= len(schema.columns) or f.name in keys
                                        else StructField(f.name, f.dataType, True, f.metadata)
                                        for i, f in enumerate(spark_schema.fields)])
-        out[name] = rows.mapInArrow(_decoder(name, values, typed, versions), spark_schema)
+        out[name] = rows.mapInArrow(_decoder(name, values, typed, versions, large), spark_schema)
     return out

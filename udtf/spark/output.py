@@ -24,6 +24,7 @@ from mysql_cdc.chunks import CHUNK_COLUMNS
 from mysql_cdc.errors import ConfigError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyrange import KeyRange
+from mysql_cdc.large_values import large_values
 from mysql_cdc.offsets import SNAPSHOT_SEQUENCE, change_sequence
 from mysql_cdc.options import OPTIONS, CdcOptions
 from mysql_cdc.rowjson import encode_column
@@ -195,6 +196,7 @@ class Output:
                               "says each row's table in __database and __table; drop the option")
         self._arrow = {t: arrow_schema_of(s, opts) for t, s in self.schemas.items()}
         self._values = {t: table_arrow_schema(s.columns, opts.tinyint1_as_boolean) for t, s in self.schemas.items()}
+        self._large = large_values(opts.large_value_dir, opts.large_value_bytes)  # where large values go
         # option before_images key: where each table's primary key is among its columns (a table without one
         # keeps its before images whole: there is no key to cut them to)
         self._key_places = {t: [i for i, c in enumerate(s.columns) if c.name in s.primary_key]
@@ -211,7 +213,7 @@ class Output:
         """A batch of a chunk's rows, as the output has them."""
         if not self.envelope:
             return with_metadata(read, batch, self._arrow[read.chunk.table])
-        texts = encode_column(batch)
+        texts = encode_column(batch, self._large)
         n = batch.num_rows
         meta = [pa.repeat(pa.scalar(v, arrow_type(t)), n) for v, (_, t) in zip(meta_values(read), META_COLUMNS)]
         return pa.RecordBatch.from_arrays([texts, *meta], schema=ENVELOPE_ARROW)
@@ -244,7 +246,7 @@ class Output:
 
     def _texts(self, table: TableId, runs: list[ChangeRun]) -> pa.Array:
         schema = self._values[table]
-        return encode_column(pa.RecordBatch.from_arrays(run_columns(runs, schema), schema=schema))
+        return encode_column(pa.RecordBatch.from_arrays(run_columns(runs, schema), schema=schema), self._large)
 
 
 def reset_batch(tables: list[TableId], at: Mapping[str, Any],

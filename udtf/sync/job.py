@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyrange import KeyRange, reset_range
+from mysql_cdc.large_values import LargeValues, large_values
 from mysql_cdc.memory import return_freed_memory
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
@@ -76,6 +77,7 @@ class BatchStats:
     decode_seconds: float = 0.0
     merge_seconds: float = 0.0
     last_commit: float | None = None  # commit time of the latest change applied, seconds since the epoch
+    large_values: int = 0  # files of large values removed after the batch (its values', and any an attempt left)
 
     def count(self, table: TableId, merged: bool, rows: int, last: Any) -> None:
         """One table's part of the batch: merged (``rows``) or skipped (its mirror had the batch already), and
@@ -144,8 +146,10 @@ class SyncBatches:
     split by table, typed again with the schema the capture recorded, and merged into that table's mirror."""
 
     def __init__(self, mirror: Any, state_dir: str, checkpoint: str,
-                 on_batch: Callable[[BatchStats], None] | None = None, prepare: bool = False) -> None:
+                 on_batch: Callable[[BatchStats], None] | None = None, prepare: bool = False,
+                 large: LargeValues | None = None) -> None:
         self.mirror = mirror
+        self.large = large  # the folder the stream's large values come through (option large_value_dir)
         self.state_dir = state_dir
         self.checkpoint = checkpoint
         self.on_batch = on_batch
@@ -185,6 +189,15 @@ class SyncBatches:
             self.follow_schemas()
             if stats.rows:
                 self.apply(held, batch_id, stats)
+        if self.large is not None:
+            # the batch is in the mirror: no value of it is read again (a batch run again after a failure is
+            # read again from the source, which writes its values again). A failure here fails no batch (Spark
+            # would run it again, the mirror skip it, and this fail again): the files are garbage now.
+            try:
+                stats.large_values = self.large.clear()
+            except OSError as e:
+                _log.warning("the files of large values under %r were not removed (%s); the next batch tries "
+                             "again", self.large.folder, e)
         stats.seconds = time.monotonic() - started
         if self.on_batch is not None:
             self.on_batch(stats)
@@ -221,7 +234,8 @@ class SyncBatches:
             t0 = time.monotonic()
             values = pa.schema(merge_fields(table_arrow_schema(schema.columns, opts.tinyint1_as_boolean),
                                             schema.primary_key))
-            typed = pa.Table.from_batches([decode_rows(c, values) for c in part.column(VALUES_COLUMN).chunks],
+            typed = pa.Table.from_batches([decode_rows(c, values, self.large)
+                                           for c in part.column(VALUES_COLUMN).chunks],
                                           schema=values)
             # __op and _change_seq copied: a batch read from Spark has one buffer for all its columns, which a
             # slice of it keeps whole
@@ -375,6 +389,7 @@ def start_sync(spark: Any, opts: CdcOptions, schemas: list[TableSchema] | None, 
     reader = spark.readStream.format("mysql_cdc")
     for k, v in reader_options.items():
         reader = reader.option(k, v)
-    handler = SyncBatches(mirror, opts.state_dir, checkpoint, on_batch, prepare=remote)
+    handler = SyncBatches(mirror, opts.state_dir, checkpoint, on_batch, prepare=remote,
+                          large=large_values(opts.large_value_dir, opts.large_value_bytes))
     return (reader.load().writeStream.foreachBatch(handler).option("checkpointLocation", checkpoint)
             .trigger(**trigger).start())

@@ -158,3 +158,29 @@ def unindexed_columns(columns: Sequence[tuple[str, str, pa.DataType]], key: Sequ
     keyed = set(key)
     return tuple(name for name, data_type, lake in columns if name not in keyed and (
         data_type in LARGE_BINARY_TYPES or (pa.types.is_decimal(lake) and lake.precision > 15)))
+
+
+def large_value_settings(columns: Sequence[tuple[str, str]], key: Sequence[str]) -> dict[str, str]:
+    """Spark session settings for a Delta write of a table with BLOB or geometry columns outside its key
+    (``columns``: name and MySQL type, lower case): Parquet's writer without dictionaries and column statistics
+    (Spark hands a session's settings to the writer's Hadoop configuration). Otherwise none.
+
+    Why: parquet-mr copies each binary value into a column's dictionary and, once the dictionary is too large,
+    into a plain page again, and keeps the chunk's smallest and largest value as copies for its statistics.
+    Measured with Spark's Delta (pyspark 4.2, parquet 1.17) on a 256 MB value: its writes ran out of memory in a
+    2-3g driver in ``DictionaryValuesWriter.fallBackAllValuesTo`` and ``BinaryStatistics.updateStats``. Delta's
+    data skipping keeps its own statistics in its log (from the rows, not from Parquet's footers). (An update's
+    MERGE then ran out of memory copying its source into Spark's block store, ``materializeSource``; Delta refuses
+    a MERGE without that copy whose source is a persisted batch: left as it is.)
+
+    >>> for k, v in sorted(large_value_settings([("id", "int"), ("photo", "longblob")], ["id"]).items()):
+    ...     print(k, v)
+    parquet.column.statistics.enabled false
+    parquet.enable.dictionary false
+    >>> large_value_settings([("id", "int"), ("doc", "longtext")], ["id"])
+    {}
+    """
+    keyed = set(key)
+    if not any(t in LARGE_BINARY_TYPES and n not in keyed for n, t in columns):
+        return {}
+    return {"parquet.enable.dictionary": "false", "parquet.column.statistics.enabled": "false"}

@@ -19,10 +19,11 @@ Pure rules (no pyspark, no network); the session's facts come from ``udtf/spark/
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
@@ -221,13 +222,29 @@ def batch_bounds(writer: Writer) -> dict[str, str]:
     return dict(_BOUNDS[writer])
 
 
-def sync_stream_options(writer: Writer) -> dict[str, str]:
-    """The stream options a sync sets unless the user gives them: its batches' bounds (:func:`batch_bounds`) and
-    ``before_images`` key: a mirror deletes an update's before image by its key and needs none of its other
-    values, so an update of a row of large values carries them once (its after image), not twice.
+def sync_stream_options(writer: Writer, large_value_dir: str | None = None) -> dict[str, str]:
+    """The stream options a sync sets unless the user gives them: its batches' bounds (:func:`batch_bounds`),
+    ``before_images`` key (a mirror deletes an update's before image by its key and needs none of its other
+    values, so an update of a row of large values carries them once, its after image, not twice), and
+    ``large_value_dir`` where one is known (:func:`local_large_values`).
 
     >>> sync_stream_options("delta-rs")["before_images"]
     'key'
+    >>> sync_stream_options("delta-rs", "/state/large_values")["large_value_dir"]
+    '/state/large_values'
     """
-    return {**batch_bounds(writer), "before_images": "key"}
+    return {**batch_bounds(writer), "before_images": "key",
+            **({"large_value_dir": large_value_dir} if large_value_dir else {})}
+
+
+def local_large_values(spark: Any, state_dir: str, remote: bool) -> str | None:
+    """Where a sync's large values travel unless the user says (option ``large_value_dir``): in a classic session
+    of local mode, whose executors are this machine's, the folder ``large_values`` of a local state dir; else
+    none (a cluster's executors need a folder the driver shares with them: the user names it)."""
+    from mysql_cdc.state.storage import parse_location
+
+    if remote or not str(spark.sparkContext.master).startswith("local"):
+        return None
+    where = parse_location(state_dir)
+    return os.path.join(where.path, "large_values") if where.local else None
 

@@ -34,6 +34,7 @@ import pyarrow as pa
 from mysql_cdc.errors import ConfigError, StateError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyrange import KeyRange
+from mysql_cdc.large_values import LargeValues, large_values
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.rowjson import decode_rows
 from mysql_cdc.rows import OP_COLUMN, SEQ_COLUMN, VALUES_COLUMN
@@ -42,7 +43,13 @@ from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.schema.evolve import evolve_rows
 from mysql_cdc.udtf.sync.delta_evolve import COLUMN_MAPPING, delta_alter
 from mysql_cdc.udtf.sync.iceberg_evolve import schema_update
-from mysql_cdc.udtf.sync.lake_types import Format, identifier_fields, lake_arrow_type, to_lake
+from mysql_cdc.udtf.sync.lake_types import (
+    Format,
+    identifier_fields,
+    lake_arrow_type,
+    large_value_settings,
+    to_lake,
+)
 from mysql_cdc.udtf.sync.last_image import DELETE_COLUMN, DELETE_OPS
 from mysql_cdc.udtf.sync.mirror import _SYNC_ID, check_tables, delta_schema, mirror_renames, table_path
 from mysql_cdc.udtf.sync.sinks import Target, check_names, quote
@@ -71,16 +78,17 @@ def _wanted(want: pa.Schema) -> list[tuple[str, str, bool]]:
     return [(n, t, f.nullable) for (n, t), f in zip(_types(_spark_schema(want, nullable=False)), want)]
 
 
-def decode_batches(capture: pa.Schema, lake: pa.Schema, fmt: Format = "delta") -> Any:
+def decode_batches(capture: pa.Schema, lake: pa.Schema, fmt: Format = "delta",
+                   large: LargeValues | None = None) -> Any:
     """The ``mapInArrow`` function of one table's rows: the JSON images decoded with the capture's schema
     (``rowjson``, exact), in the lake's types (``to_lake``), with the change type and sequence beside them. It
-    runs on the executors."""
+    runs on the executors, which read the large values ``large``'s folder holds."""
     out = pa.schema([*(f.with_nullable(True) for f in lake), pa.field(OP_COLUMN, pa.string()),
                      pa.field(SEQ_COLUMN, pa.int64())])
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            typed = to_lake(decode_rows(b.column(VALUES_COLUMN), capture), fmt)
+            typed = to_lake(decode_rows(b.column(VALUES_COLUMN), capture, large), fmt)
             yield pa.RecordBatch.from_arrays([*typed.columns, b.column(OP_COLUMN), b.column(SEQ_COLUMN)],
                                              schema=out)
     return decode
@@ -325,7 +333,8 @@ class SparkDeltaMirror:
         self.evolve(schema)
         want = self._want(schema)
         typed = rows.select(VALUES_COLUMN, OP_COLUMN, SEQ_COLUMN).mapInArrow(
-            decode_batches(capture, want, self.fmt),
+            decode_batches(capture, want, self.fmt,
+                           large_values(self.opts.large_value_dir, self.opts.large_value_bytes)),
             _spark_schema(pa.schema([*want, pa.field(OP_COLUMN, pa.string()), pa.field(SEQ_COLUMN, pa.int64())])))
         if append:
             final = typed.select(*[F.col(quote(f.name)) for f in want])
@@ -359,9 +368,21 @@ class SparkDeltaMirror:
         # not a session of its own (Spark Connect's, or one table): its transaction settings are one for every
         # thread that merges at the same time, so their MERGEs take turns (a thread's unset between another's
         # set and its MERGE would commit that MERGE without the batch's txn)
+        settings = large_value_settings([(c.name, c.data_type) for c in schema.columns], schema.primary_key) \
+            if self.fmt == "delta" else {}
         try:
             with contextlib.nullcontext() if shared else _ONE_SESSION:
-                return self._exactly_once(session, schema.table, app_id, batch_id, sql)
+                kept = {k: session.conf.get(k, None) for k in settings}  # the session's own, set back after
+                for k, v in settings.items():
+                    session.conf.set(k, v)
+                try:
+                    return self._exactly_once(session, schema.table, app_id, batch_id, sql)
+                finally:
+                    for k, v in kept.items():
+                        if v is None:
+                            session.conf.unset(k)
+                        else:
+                            session.conf.set(k, v)
         finally:
             if shared:
                 session.catalog.dropGlobalTempView(view)
