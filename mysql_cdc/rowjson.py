@@ -539,6 +539,11 @@ def decode_rows(texts: Sequence[str] | pa.Array, schema: pa.Schema,
     ``schema``'s in another order is read (Python's reader refuses it). A value written into a file
     (:mod:`mysql_cdc.large_values`) is read from ``large``'s folder."""
     arr = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
+    if len(arr) and not arr.null_count:
+        try:  # Arrow's reader refuses an object where a column's value is (a large value's reference)
+            return _decode_columns(arr, schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, _Missing):
+            pass
     if len(arr):
         arr, refs = _take_refs(arr)
         if refs:
@@ -551,12 +556,7 @@ def decode_rows(texts: Sequence[str] | pa.Array, schema: pa.Schema,
                 batch = batch.set_column(i, schema.field(i), _put_back(batch.column(i), schema.field(i).type, at,
                                                                        large, name))
             return batch
-    if len(arr) == 0 or arr.null_count:
-        return decode_rows_python(arr.to_pylist(), schema)
-    try:
-        return _decode_columns(arr, schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, _Missing):
-        return decode_rows_python(arr.to_pylist(), schema)
+    return decode_rows_python(arr.to_pylist(), schema)
 
 
 class _Missing(Exception):
