@@ -139,7 +139,7 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     from mysql_cdc.planner.plan import check_server_id_claims, describe_tables
     from mysql_cdc.profiles import resolve_profile
     from mysql_cdc.state.store import StateStore, tighten_umask
-    from mysql_cdc.udtf.spark.compat import check_pyspark, lake_formats, once_trigger, stop_when_caught_up
+    from mysql_cdc.udtf.spark.compat import check_pyspark, lake_formats, local_mode, once_trigger, stop_when_caught_up
     from mysql_cdc.udtf.spark.register import _is_connect, _profiles
     from mysql_cdc.udtf.sync.job import start_sync
     from mysql_cdc.udtf.sync.mirror import check_tables
@@ -163,8 +163,8 @@ def sync(spark: Any, *, to: str, checkpoint: str, state_dir: str, tables: str, s
     writer = choose_writer(parse_target(to), lake_formats(spark), check_format(format))  # the format, its writer
     given = {"source": source, "tables": tables, "exclude": exclude, "state_dir": state_dir, **options}
     large = options.get("large_value_dir")
-    merged = {**sync_stream_options(writer, None if large is not None else local_large_values(spark, state_dir,
-                                                                                                remote)),
+    merged = {**sync_stream_options(writer, None if large is not None else local_large_values(state_dir,
+                                                                                                local_mode(spark))),
               **{k: str(v) for k, v in given.items() if v is not None}}
     if large == "":  # asked for none
         del merged["large_value_dir"]

@@ -146,6 +146,14 @@ def lake_formats(spark: Any) -> tuple[str, ...]:
     return tuple(f for f, has in (("delta", delta_in_session), ("iceberg", iceberg_in_session)) if has(spark))
 
 
+def local_mode(spark: Any) -> bool:
+    """Whether ``spark`` is a classic session of local mode, whose executors are this process's machine (a
+    Spark Connect client cannot tell where its server's executors are: false)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return False
+    return str(spark.sparkContext.master).startswith("local")
+
+
 def session_udf(spark: Any) -> Any:
     """``pyspark.sql.functions.udf`` for the kind of session ``spark`` is: a classic install also ships Spark
     Connect's client, and its classic ``udf`` fails in a process with no classic session (a Connect client's)."""

@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import TableId
@@ -237,13 +237,20 @@ def sync_stream_options(writer: Writer, large_value_dir: str | None = None) -> d
             **({"large_value_dir": large_value_dir} if large_value_dir else {})}
 
 
-def local_large_values(spark: Any, state_dir: str, remote: bool) -> str | None:
+def local_large_values(state_dir: str, local_mode: bool) -> str | None:
     """Where a sync's large values travel unless the user says (option ``large_value_dir``): in a classic session
-    of local mode, whose executors are this machine's, the folder ``large_values`` of a local state dir; else
-    none (a cluster's executors need a folder the driver shares with them: the user names it)."""
+    of local mode (``local_mode``: ``udtf/spark/compat.local_mode``), whose executors are this machine's, the
+    folder ``large_values`` of a local state dir; else none (a cluster's executors need a folder the driver
+    shares with them: the user names it).
+
+    >>> local_large_values("/lake/state", True), local_large_values("/lake/state", False)
+    ('/lake/state/large_values', None)
+    >>> local_large_values("s3://bucket/state", True) is None
+    True
+    """
     from mysql_cdc.state.storage import parse_location
 
-    if remote or not str(spark.sparkContext.master).startswith("local"):
+    if not local_mode:
         return None
     where = parse_location(state_dir)
     return os.path.join(where.path, "large_values") if where.local else None
