@@ -257,7 +257,9 @@ def _cli(args: list[str], env_url: str, cwd: Any, timeout: float = 240) -> subpr
 @pytest.mark.parametrize("server", ["mariadb"], indirect=True)  # Spark's memory, not the server's: one server
 def test_too_little_driver_memory_is_one_line_with_the_fix(info: ServerInfo, db: str, root: Any,
                                                            tmp_path: Any) -> None:
-    """A driver too small to start, and one a 160 MB value runs out of: one line each, naming --driver-memory."""
+    """A driver too small to start, and one a 160 MB value runs out of when it travels in its row
+    (``--large-value-dir ''``): one line each, naming --driver-memory. As the sync moves it by default in local
+    mode (a file beside its row: ``mysql_cdc.large_values``), the same value mirrors in that driver."""
     _make(root, rows=100)
     url = f"mysql://{info.user}:{info.password}@{info.host}:{info.port}"
     job = ["sync", "--source", "src", "--tables", f"{db}[.](a|b|c)", "--to", str(tmp_path / "lake"),
@@ -276,7 +278,7 @@ def test_too_little_driver_memory_is_one_line_with_the_fix(info: ServerInfo, db:
         # driver's Python print their tracebacks; the cause is in Spark's log
         ([*job[:3], "--tables", f"{db}[.]big", "--to", str(tmp_path / "lake-big"), "--checkpoint",
           str(tmp_path / "ck-big"), "--state-dir", str(tmp_path / "state-big"), "--master", "local[2]", "--once",
-          "--driver-memory", "600m"], "the Spark driver ran out of memory"),
+          "--driver-memory", "600m", "--large-value-dir", ""], "the Spark driver ran out of memory"),
     ]
     for args, cause in cases:
         r = _cli(args, url, tmp_path)
@@ -284,6 +286,19 @@ def test_too_little_driver_memory_is_one_line_with_the_fix(info: ServerInfo, db:
         assert r.returncode in (1, 2) and len(lines) == 1, (args, r.stderr[-3000:])
         assert lines[0].startswith(f"mysql-cdc: {cause}") and "--driver-memory" in lines[0], lines[0]
         assert info.password not in r.stderr and "Traceback" not in r.stdout + r.stderr
+    r = _cli([*job[:3], "--tables", f"{db}[.]big", "--to", str(tmp_path / "lake-files"), "--checkpoint",
+              str(tmp_path / "ck-files"), "--state-dir", str(tmp_path / "state-files"), "--master", "local[2]",
+              "--once", "--driver-memory", "600m"], url, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import deltalake
+
+    from mysql_cdc.ids import TableId
+    from mysql_cdc.udtf.sync.mirror import table_path
+
+    data = deltalake.DeltaTable(table_path(str(tmp_path / "lake-files"), TableId(db, "big"))).to_pyarrow_table()
+    assert data.column("id").to_pylist() == [1]
+    assert data.column("payload")[0].as_py() == b"x" * (160 << 20)
+    assert os.listdir(tmp_path / "state-files" / "large_values") == []
 
 
 def test_a_broken_mirror_says_why_in_one_line(info: ServerInfo, db: str, root: Any, tmp_path: Any) -> None:

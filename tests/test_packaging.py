@@ -28,7 +28,7 @@ PKG = Path(ROOT) / "mysql_cdc"
 
 # The shared vocabulary at the bottom: every layer may import it; it imports only itself.
 VOCABULARY = {"errors", "options", "profiles", "chunks", "schema", "types", "offsets", "keyorder", "sql", "connect",
-              "rowjson", "rows", "ids", "ddl", "jsontext", "retry", "xa", "keyrange", "memory"}
+              "rowjson", "rows", "ids", "ddl", "jsontext", "retry", "xa", "keyrange", "memory", "large_values"}
 # The public face: may import anything; nothing imports it.
 PUBLIC = {"", "__main__", "cli", "docs", "progress", "failure"}
 # udtf/ by role, each folder a layer: the readers (binlog, snapshot, schema, and the value conversion under
