@@ -86,11 +86,8 @@ class LargeValues:
 
     def read_into(self, ref: Any, out: memoryview) -> None:
         """Read the value ``ref`` names into ``out`` (exactly its size), checking its length and SHA-256."""
-        name, size = (ref.get("file"), ref.get("bytes")) if isinstance(ref, dict) else (None, None)
-        if not isinstance(name, str) or not _NAME.fullmatch(name) or type(size) is not int or size < 0 \
-                or set(ref) != {"file", "bytes"}:
-            raise LargeValueError(f"a row names a large value as {ref!r}, not as {{'file': <SHA-256, hex>, "
-                                  "'bytes': <length>}: it was not written by this library")
+        size = reference_size(ref)
+        name = ref["file"]
         if size != len(out):
             raise LargeValueError(f"a large value of {size} bytes read into {len(out)}")
         path = os.path.join(self.folder, name)
@@ -140,6 +137,21 @@ class LargeValues:
                 except OSError:
                     pass
         return gone
+
+
+def reference_size(ref: Any) -> int:
+    """The length of the value a row's reference names, once the reference is seen to be one this library
+    writes (``{"file": <SHA-256, hex>, "bytes": <length>}``); else one :class:`LargeValueError`.
+
+    >>> reference_size({"file": "0" * 64, "bytes": 3})
+    3
+    """
+    name, size = (ref.get("file"), ref.get("bytes")) if isinstance(ref, dict) else (None, None)
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or type(size) is not int or size < 0 \
+            or set(ref) != {"file", "bytes"}:
+        raise LargeValueError(f"a row names a large value as {ref!r}, not as {{'file': <SHA-256, hex>, "
+                              "'bytes': <length>}: it was not written by this library")
+    return size
 
 
 def sync_folder(given: str, state_dir: str) -> str:

@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mysql_cdc.errors import SchemaChangedError
-from mysql_cdc.large_values import LargeValueError, LargeValues
+from mysql_cdc.large_values import LargeValueError, LargeValues, reference_size
 
 _Codec = Callable[[Any], Any]
 
@@ -330,6 +330,11 @@ def _with_refs(texts: pa.Array, refs: dict[int, dict[str, Any]]) -> pa.Array:
                 raise AssertionError(f"no NULL of column {name!r} in a row's text")
             row[name] = ref
         out.append(_DUMPS(row))
+    return _replace_rows(texts, rows, out)
+
+
+def _replace_rows(texts: pa.Array, rows: list[int], out: list[str]) -> pa.Array:
+    """``texts`` with the texts of ``rows`` (ascending) replaced by ``out``."""
     mask = np.zeros(len(texts), bool)
     mask[rows] = True
     return pc.replace_with_mask(texts, pa.array(mask), pa.array(out, texts.type))
@@ -354,11 +359,7 @@ def _take_refs(texts: pa.Array) -> tuple[pa.Array, dict[str, dict[int, Any]]]:
                 obj[k] = None
             rows.append(r)
             out.append(_DUMPS(obj))
-    if not rows:
-        return texts, refs
-    mask = np.zeros(len(texts), bool)
-    mask[rows] = True
-    return pc.replace_with_mask(texts, pa.array(mask), pa.array(out, texts.type)), refs
+    return (_replace_rows(texts, rows, out) if rows else texts), refs
 
 
 def _put_back(col: pa.Array, t: pa.DataType, at: dict[int, Any], large: LargeValues | None, name: str) -> pa.Array:
@@ -371,10 +372,7 @@ def _put_back(col: pa.Array, t: pa.DataType, at: dict[int, Any], large: LargeVal
                               "large values")
     sizes = np.where(np.asarray(pc.is_valid(col)), np.diff(_value_spans(col)[0]), 0)
     for r, ref in at.items():
-        if not isinstance(ref, dict) or type(ref.get("bytes")) is not int or ref["bytes"] < 0:
-            raise LargeValueError(f"a row names a large value of column {name!r} as {ref!r}: not written by this "
-                                  "library")
-        sizes[r] = ref["bytes"]
+        sizes[r] = reference_size(ref)
     ends = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     wide = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
     if not wide and ends[-1] >= 2**31:
