@@ -3,7 +3,8 @@
 Pure logic, no driver and no pyspark. A chunk covers keys ``start <= key < end`` (tuples compared in the
 server's order); ``start=None`` is open below, ``end=None`` open above. The chunks of a table are contiguous:
 chunk ``i``'s end is chunk ``i+1``'s start, the first is open below and the last open above, so every key lies
-in exactly one chunk (docs/DESIGN.md, contract C1).
+in exactly one chunk (docs/DESIGN.md, contract C1). A bound may end in :data:`AFTER`: the key just after the
+values before it (a chunk of one string key, read again on demand).
 """
 
 from __future__ import annotations
@@ -22,6 +23,42 @@ from mysql_cdc.ids import TableId, split_ident_parts
 from mysql_cdc.offsets import BinlogOffset
 
 Key = tuple[Any, ...]
+
+
+class _After:
+    """The last item of a bound "just after" the key before it (:data:`AFTER`): over strings under a collation no
+    key lies just after another (``'abc '`` equals ``'abc'``, ``'abc\\x01'`` sorts before it), so a chunk of one
+    key ``k`` is ``[k, k AFTER)``, which the SQL text writes ``key >= k AND key <= k`` and the next chunk's start
+    ``key > k``. In Python a bound ``(*k, AFTER)`` sorts after ``k`` and before every key above it (a tuple after
+    its prefix), so sort keys (:mod:`mysql_cdc.keyorder`) and emit rules compare it unchanged.
+
+    >>> import pickle
+    >>> (("a",) < ("a", AFTER) < ("b",)), pickle.loads(pickle.dumps(AFTER)) is AFTER, decode_key(encode_key((7, AFTER)))
+    (True, True, (7, AFTER))
+    """
+
+    def __repr__(self) -> str:
+        return "AFTER"
+
+    def __reduce__(self) -> str:
+        return "AFTER"  # one object, also after pickling: found by name in this module
+
+
+AFTER = _After()
+
+
+def after(key: Key) -> Key:
+    """The bound just after ``key`` (:data:`AFTER`)."""
+    return (*key, AFTER)
+
+
+def is_after(key: Key | None) -> bool:
+    """Whether a bound is one just after a key.
+
+    >>> is_after((5, AFTER)), is_after((5,)), is_after(None)
+    (True, False, False)
+    """
+    return bool(key) and key[-1] is AFTER  # type: ignore[index]
 
 
 @dataclass(frozen=True)
@@ -122,6 +159,8 @@ def encode_value(v: Any) -> Any:
     """A key value as a small JSON-safe item; :func:`decode_value` inverts it exactly."""
     if v is None:
         return None
+    if v is AFTER:
+        return {"after": True}
     if isinstance(v, bool):
         return {"bool": v}
     if isinstance(v, int):
@@ -150,6 +189,8 @@ def decode_value(item: Any) -> Any:
         return item
     if isinstance(item, dict) and len(item) == 1:
         (tag, val), = item.items()
+        if tag == "after" and val is True:
+            return AFTER
         if tag == "bool":
             return bool(val)
         if tag == "int":

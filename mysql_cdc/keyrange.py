@@ -8,9 +8,12 @@ DATE, DATETIME and TIMESTAMP columns, NOT NULL, take a range: their order is the
 delta-rs and in Iceberg (numbers; bytes compared unsigned, one after the other, a prefix first; dates and times),
 so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`: number, ``X'..'`` and ISO text literals,
 which each engine reads as the column's type; a TIMESTAMP's with ``Z``: the value is in UTC, as keys are held)
-are exactly those the source reads again. A key of strings (ordered by a collation the lake does not know) is
-snapshotted again whole. A BIGINT UNSIGNED column (a DECIMAL(20, 0) in a lake) takes bounds below 2^53 only and
-a DECIMAL at most 15 digits (:func:`range_problem`: delta-rs keeps their file statistics as doubles). The key just
+are exactly those the source reads again. A key with a string column (CHAR, VARCHAR: ordered by a collation the
+lakes do not know) takes a list of keys only (``keys``): each read again as the server finds it (the keys equal
+to it under the collation: one chunk ``[k, k AFTER)``, :data:`~mysql_cdc.chunks.AFTER`) and deleted from a mirror
+as written, byte for byte (``CAST(X'..' AS STRING)``: no quote or backslash in the text). A BIGINT UNSIGNED
+column (a DECIMAL(20, 0) in a lake) takes bounds below 2^53 only and a DECIMAL at most 15 digits
+(:func:`range_problem`: delta-rs keeps their file statistics as doubles). The key just
 after ``k``: ``k + 1`` (an integer), ``k + b"\\x00"`` (bytes), ``k`` and one unit of its last digit (a DECIMAL at its
 scale), the next day (a DATE), the next microsecond (a DATETIME, a TIMESTAMP).
 
@@ -49,18 +52,18 @@ import datetime as dt
 import heapq
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
-from mysql_cdc.chunks import decode_value, encode_value
+from mysql_cdc.chunks import after, decode_value, encode_value
 from mysql_cdc.errors import ConfigError
-from mysql_cdc.types import spark_type
+from mysql_cdc.types import TEXT_CHARSETS, spark_type
 
 # an integer column's, a binary column's, a DECIMAL's (at its scale), a DATE's, a DATETIME's or a TIMESTAMP's (a
-# naive datetime: UTC for a TIMESTAMP, as chunk keys are held)
-Value = int | bytes | Decimal | dt.date
+# naive datetime: UTC for a TIMESTAMP, as chunk keys are held), a string column's (in a list of keys only)
+Value = int | bytes | Decimal | dt.date | str
 RangeKey = tuple[Value, ...]
 Span = tuple[RangeKey | None, RangeKey | None]
 # a request names at most this many spans of a table (a longer list of keys is joined across its smallest gaps:
@@ -77,10 +80,22 @@ class KeyRange:
     end: RangeKey | None = None
     gaps: tuple[tuple[RangeKey, RangeKey], ...] = ()  # half-open, inside [start, end), in order: keys not in the range
     utc: tuple[str, ...] = ()  # the key columns whose values are UTC instants (TIMESTAMP): their literals say so
+    keys: tuple[RangeKey, ...] = ()  # a list of keys (a key with a string column), in place of start, end and gaps
 
     def __post_init__(self) -> None:
         if not self.key_columns:
             raise ConfigError("a key range needs the key's columns: a table without a key is snapshotted again whole")
+        if self.keys:
+            if self.start is not None or self.end is not None or self.gaps:
+                raise ConfigError(f"a list of keys {self.keys!r} has no start, end or gaps beside it")
+            check_keys(self.key_columns, [("key", k) for k in self.keys])
+            if len(self.keys) > MAX_SPANS:
+                raise ConfigError(f"{len(self.keys)} keys over {', '.join(self.key_columns)} are asked for; a key with "
+                                  f"a string column takes at most {MAX_SPANS} at once (each read again alone)")
+            return
+        if any(isinstance(v, str) for k in (self.start, self.end, *(v for g in self.gaps for v in g)) for v in k or ()):
+            raise ConfigError(f"a key over {', '.join(self.key_columns)} holds strings, which the lakes cannot order "
+                              "as the server's collation does: give its keys one by one (--key), not a range")
         check_keys(self.key_columns, [("key range start", self.start), ("key range end", self.end),
                                       *(("key range gap", v) for g in self.gaps for v in g)])
         if self.start is not None and self.end is not None and not self.start < self.end:
@@ -143,11 +158,27 @@ class KeyRange:
 (day = '2024-02-29' AND price <= 9.50))"
         >>> KeyRange.of_keys(("at",), [(dt.datetime(2024, 2, 29, 10),)], utc=("at",)).predicate(str)
         "((at >= '2024-02-29T10:00:00.000000Z')) AND ((at < '2024-02-29T10:00:00.000001Z'))"
+
+        Keys with a string are a list of keys, each as written (the same key twice once):
+
+        >>> r = KeyRange.of_keys(("code", "n"), [("it's", 2), ("ABC", 1), ("it's", 2)])
+        >>> print(r.text())
+        (code, n) in {('ABC', 1), ("it's", 2)}
+        >>> r.predicate(str)
+        "(code = CAST(X'414243' AS STRING) AND n = 1) OR (code = CAST(X'69742773' AS STRING) AND n = 2)"
+        >>> r.contains(("ABC", 1)), r.contains(("abc", 1)), KeyRange.from_dict(r.to_dict()) == r
+        (True, False, True)
         """
+        if any(isinstance(v, str) for k in keys for v in k):
+            return cls(tuple(str(c) for c in key_columns), keys=tuple(sorted(set(map(tuple, keys)))),
+                       utc=tuple(c for c in key_columns if c in utc))
         return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], _after(k[-1]))) for k in map(tuple, keys)], utc)
 
     def spans(self) -> list[Span]:
-        """The range's half-open spans in key order: ``[start, gap start)``, ... ``[last gap end, end)``."""
+        """The range's half-open spans in key order: ``[start, gap start)``, ... ``[last gap end, end)``; a list
+        of keys' ``[k, k AFTER)`` (in Python's order of its values, not a collation's)."""
+        if self.keys:
+            return [(k, after(k)) for k in self.keys]
         edges: list[Any] = [self.start, *(v for g in self.gaps for v in g), self.end]
         return [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
 
@@ -162,13 +193,21 @@ class KeyRange:
         """
         k = tuple(v.astimezone(dt.timezone.utc).replace(tzinfo=None) if isinstance(v, dt.datetime) and v.tzinfo
                   else v for v in key)
+        if self.keys:
+            return k in self.keys
         return ((self.start is None or k >= self.start) and (self.end is None or k < self.end)
                 and not any(a <= k < b for a, b in self.gaps))
 
     def predicate(self, quote: Callable[[str], str]) -> str:
         """SQL text that holds for exactly the keys in the range (number, ``X'..'`` and ISO text literals, an
         integer or DECIMAL end's last value written ``<= v`` less one unit; ``quote`` makes a column's name an
-        identifier of the engine's dialect): the span's bounds, or one disjunction per span."""
+        identifier of the engine's dialect): the span's bounds, or one disjunction per span; a list of keys' one
+        conjunction of equalities per key."""
+        if self.keys:
+            return " OR ".join(
+                "(" + " AND ".join(f"{quote(c)} = {_literal(v, c in self.utc)}" for c, v in zip(self.key_columns, k))
+                + ")" for k in self.keys)
+
         def span(start: RangeKey | None, end: RangeKey | None) -> str:
             parts = []
             if start is not None:
@@ -187,10 +226,14 @@ class KeyRange:
         >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), (1,), (3,))).text()
         'id in [1, 3), [5, 9)'
         >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), None, (6,)))
-        KeyRange(key_columns=('id',), start=None, end=(9,), gaps=(), utc=())
+        KeyRange(key_columns=('id',), start=None, end=(9,), gaps=(), utc=(), keys=())
         """
         if other.key_columns != self.key_columns:
             raise ConfigError(f"key ranges over {self.key_columns!r} and {other.key_columns!r} cannot be joined")
+        if self.keys or other.keys:
+            if not (self.keys and other.keys):
+                raise ConfigError(f"a list of keys {self.text()} and a range {other.text()} cannot be joined")
+            return KeyRange.of_keys(self.key_columns, [*self.keys, *other.keys], (*self.utc, *other.utc))
         return KeyRange.of_spans(self.key_columns, [*self.spans(), *other.spans()], (*self.utc, *other.utc))
 
     def text(self) -> str:
@@ -204,6 +247,8 @@ class KeyRange:
                 return inf
             return shown_key(b, tuple(c in self.utc for c in self.key_columns))
         cols = self.key_columns[0] if len(self.key_columns) == 1 else f"({', '.join(self.key_columns)})"
+        if self.keys:
+            return f"{cols} in {{" + ", ".join(show(k, "") for k in self.keys) + "}"
         return f"{cols} in " + ", ".join(f"[{show(a, '-inf')}, {show(b, '+inf')})" for a, b in self.spans())
 
     def to_dict(self) -> dict[str, Any]:
@@ -214,6 +259,8 @@ class KeyRange:
         out: dict[str, Any] = {"key_columns": list(self.key_columns),
                                "start": None if self.start is None else items(self.start),
                                "end": None if self.end is None else items(self.end)}
+        if self.keys:  # a string as a JSON string (no range before held one)
+            out["keys"] = [items(k) for k in self.keys]
         if self.gaps:
             out["gaps"] = [[items(a), items(b)] for a, b in self.gaps]
         if self.utc:
@@ -227,14 +274,15 @@ class KeyRange:
                 return base64.b64decode(str(x["bin"]), validate=True)
             if isinstance(x, dict) and len(x) == 1 and set(x) <= {"dec", "date", "datetime"}:
                 return decode_value(x)
-            return int(x)
+            return x if isinstance(x, str) else int(x)
 
         def key(v: Any) -> RangeKey | None:
             return None if v is None else tuple(value(x) for x in v)
         try:
             gaps = tuple((tuple(value(x) for x in a), tuple(value(x) for x in b)) for a, b in d.get("gaps") or ())
             return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")), gaps,
-                       tuple(str(c) for c in d.get("utc") or ()))
+                       tuple(str(c) for c in d.get("utc") or ()),
+                       tuple(tuple(value(x) for x in k) for k in d.get("keys") or ()))
         except (ValueError, TypeError, KeyError) as e:
             raise ConfigError(f"key range {d!r} is not one this version reads: {e}") from e
 
@@ -248,9 +296,10 @@ EXACT_LIMIT = 2**53
 
 def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange | None = None) -> str | None:
     """Why a table whose chunk key is ``key`` (``columns``: its :class:`~mysql_cdc.schema.ColumnInfo` s) takes
-    no key range (or not ``bounds``), or ``None``: the key must be integer, binary, DECIMAL, DATE, DATETIME or
-    TIMESTAMP columns, NOT NULL, whose lake column is an integer (TINYINT(1) may be a BOOLEAN), bytes, a DECIMAL, a
-    date or a time too. delta-rs keeps a Delta file's statistics of a DECIMAL as doubles: exact up to 15 digits
+    no key range (or not ``bounds``), or ``None``: the key must be integer, binary, DECIMAL, DATE, DATETIME,
+    TIMESTAMP or string (CHAR, VARCHAR: a list of keys only) columns, NOT NULL, whose lake column is an integer
+    (TINYINT(1) may be a BOOLEAN), bytes, a DECIMAL, a date, a time or a string too.
+    delta-rs keeps a Delta file's statistics of a DECIMAL as doubles: exact up to 15 digits
     (measured: a DECIMAL(20, 2) key's row was not deleted by its own value), so a DECIMAL of more digits takes no
     range, and BIGINT UNSIGNED (a lake's DECIMAL(20, 0)) takes bounds below 2^53 (:data:`EXACT_LIMIT`) only (a
     delete of such a value would skip files of keys in the range, or drop files of keys outside it); and each
@@ -269,11 +318,16 @@ statistics end"
     >>> range_problem(two, ["a", "b"], KeyRange(("a", "b"), None, (3, 0))) is None  # written b <= -1
     True
     >>> range_problem([C("id", "int", "int", True)], ["id"])
-    'its chunk key id is not of integer, binary, DECIMAL (up to 15 digits), DATE, DATETIME or TIMESTAMP columns, \
-NOT NULL (id is NULL-able int)'
+    'its chunk key id is not of integer, binary, DECIMAL (up to 15 digits), DATE, DATETIME, TIMESTAMP or string \
+columns, NOT NULL (id is NULL-able int)'
     >>> range_problem([C("p", "decimal", "decimal(20,2)", False, numeric_precision=20, numeric_scale=2)], ["p"])
-    'its chunk key p is not of integer, binary, DECIMAL (up to 15 digits), DATE, DATETIME or TIMESTAMP columns, \
-NOT NULL (p is decimal(20,2))'
+    'its chunk key p is not of integer, binary, DECIMAL (up to 15 digits), DATE, DATETIME, TIMESTAMP or string \
+columns, NOT NULL (p is decimal(20,2))'
+    >>> s = [C("code", "varchar", "varchar(8)", False, charset="utf8mb4")]
+    >>> range_problem(s, ["code"]), range_problem(s, ["code"], KeyRange.of_keys(("code",), [("a",)]))
+    (None, None)
+    >>> range_problem(s, ["code"], KeyRange(("code",), keys=((7,),)))
+    'its bound 7 of code (varchar(8)) is not text'
     >>> d = [C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2)]
     >>> range_problem(d, ["p"], KeyRange(("p",), (Decimal("-999.99"),), (Decimal("999.99"),))) is None
     True
@@ -290,9 +344,14 @@ NOT NULL (p is decimal(20,2))'
     if bad:
         shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
         return (f"its chunk key {', '.join(key)} is not of integer, binary, DECIMAL (up to 15 digits), DATE, "
-                f"DATETIME or TIMESTAMP columns, NOT NULL ({shown})")
+                f"DATETIME, TIMESTAMP or string columns, NOT NULL ({shown})")
+    if bounds is not None and not bounds.keys and any(_kind(by[k]) is str for k in key):
+        return (f"its chunk key {', '.join(key)} has a string column, which the lakes cannot order as the server's "
+                "collation does: it takes a list of keys (--key), not a range")
     if bounds is not None:
-        for b, is_end in ((b, is_end) for span in bounds.spans() for b, is_end in zip(span, (False, True))):
+        edges: list[tuple[RangeKey | None, bool]] = [(k, False) for k in bounds.keys] or [
+            (b, is_end) for span in bounds.spans() for b, is_end in zip(span, (False, True))]
+        for b, is_end in edges:
             for i, (name, v) in enumerate(zip(bounds.key_columns, b or ())):
                 c = by.get(name)
                 if c is None:
@@ -330,9 +389,9 @@ before it, (<class 'int'>,); each column's values are all of one kind
         if k is None:
             continue
         if len(k) != len(key_columns) or not all(_is_value(v) for v in k):
-            raise ConfigError(f"{name} {k!r} must be {len(key_columns)} value(s) (integers, bytes, decimals, dates or "
-                              f"datetimes without a zone), one per column of the key ({', '.join(key_columns)}) in "
-                              "order")
+            raise ConfigError(f"{name} {k!r} must be {len(key_columns)} value(s) (integers, bytes, decimals, dates, "
+                              f"datetimes without a zone or strings), one per column of the key "
+                              f"({', '.join(key_columns)}) in order")
         these = tuple(type(v) for v in k)
         if kinds is not None and these != kinds:
             raise ConfigError(f"keys over {', '.join(key_columns)} mix values of kinds: {name} {k!r} is not of the "
@@ -369,6 +428,7 @@ def _lake_values(col: Any) -> tuple[Any, Any]:
 _KIND_NAMES: dict[Any, str] = {
     int: "an integer", bytes: "bytes: write it as 0x and hex digits, e.g. 0x11ee", Decimal: "a decimal number",
     dt.date: "a date, e.g. 2024-02-29", dt.datetime: "a date and time without a zone, e.g. 2024-02-29 10:00:00.25",
+    str: "text",
     "timestamp": "a date and time, e.g. 2024-02-29 10:00:00.25 (in UTC unless it names its zone: +01:00)"}
 
 
@@ -377,6 +437,8 @@ def _kind(col: Any) -> type | None:
     t = str(col.data_type)
     if t in ("binary", "varbinary"):
         return bytes
+    if t in ("char", "varchar"):  # its server order is the collation's: a list of keys only
+        return str if getattr(col, "charset", None) in TEXT_CHARSETS else None
     if col.is_integral:
         return int
     if t in ("decimal", "numeric"):
@@ -389,7 +451,7 @@ def _is_value(v: Any) -> bool:
         return v.tzinfo is None
     if isinstance(v, Decimal):
         return v.is_finite()
-    return isinstance(v, (int, bytes, dt.date)) and not isinstance(v, bool)
+    return isinstance(v, (int, bytes, dt.date, str)) and not isinstance(v, bool)
 
 
 def kind_problem(col: Any, v: Value) -> str | None:
@@ -450,6 +512,8 @@ e.g. 0x11ee
             v = bytes(v)
         if want is bytes and isinstance(v, str):
             raise ValueError("not 0x and hex digits")
+        if want is str and not isinstance(v, str):
+            raise ValueError("not text")
         if want is int and isinstance(v, str):
             v = int(v.strip())
         elif want is int and isinstance(v, Decimal) and v == v.to_integral_value():
@@ -494,6 +558,8 @@ def _after(v: Value) -> Value:
         return v + b"\x00"
     if isinstance(v, (int, Decimal)):
         return v + _unit(v)
+    if isinstance(v, str):  # of_keys makes a list of keys of them: no string lies just after another
+        raise ConfigError(f"no key lies just after the string {v!r}")
     try:
         return v + (dt.timedelta(microseconds=1) if isinstance(v, dt.datetime) else dt.timedelta(days=1))
     except OverflowError as e:
@@ -517,7 +583,10 @@ def _gap_size(a: RangeKey, b: RangeKey) -> tuple[int, ...]:
 
 
 def shown_value(v: Value) -> str:
-    """A key value for lines a user reads, as ``--key`` takes it: ``0x11ee``, ``2024-02-29 10:00:00``, ``9.50``."""
+    """A key value for lines a user reads, as ``--key`` takes it: ``0x11ee``, ``2024-02-29 10:00:00``, ``9.50``; a
+    string in quotes, as Python writes it (``--key`` takes what is inside)."""
+    if isinstance(v, str):
+        return repr(v)
     if isinstance(v, bytes):
         return "0x" + v.hex()
     if isinstance(v, dt.datetime):
@@ -538,7 +607,15 @@ def _literal(v: Value, utc: bool = False) -> str:
 
     >>> _literal(Decimal("-0.50")), _literal(dt.datetime(2024, 2, 29, 10), utc=True), _literal(dt.date(2024, 2, 29))
     ('-0.50', "'2024-02-29T10:00:00.000000Z'", "'2024-02-29'")
+
+    A string is its UTF-8 bytes made text (Spark SQL and DataFusion read it alike; no quote, backslash or escape
+    rule of either can change it):
+
+    >>> _literal("it's \\\\ é")
+    "CAST(X'69742773205c20c3a9' AS STRING)"
     """
+    if isinstance(v, str):
+        return f"CAST(X'{v.encode('utf-8', 'surrogatepass').hex()}' AS STRING)"
     if isinstance(v, bytes):
         return f"X'{v.hex()}'"
     if isinstance(v, dt.datetime):
@@ -560,18 +637,24 @@ def reset_range(position: str | None) -> KeyRange | None:
     return KeyRange.from_dict(d["range"]) if isinstance(d, dict) and d.get("range") else None
 
 
-def parse_bound(text: str | None, key_columns: Sequence[str]) -> tuple[Value | str, ...] | None:
+def parse_bound(text: str | None, key_columns: Sequence[str], text_columns: Collection[str] = ()
+                ) -> tuple[Value | str, ...] | None:
     """A bound or key as a user writes it: values separated by commas, one per key column in order, each an
     integer, ``0x`` and hex digits (a binary column), or text the column's type reads (:func:`column_value`: a
-    decimal number, a date, a date and time).
+    decimal number, a date, a date and time); a string column's (``text_columns``) as written, less the spaces
+    around it, or the whole text, spaces and commas too, for a key of that one column.
 
     >>> parse_bound("10", ["id"]), parse_bound(" 3, -4 ", ["a", "b"]), parse_bound(None, ["id"])
     ((10,), (3, -4), None)
     >>> parse_bound("0x11EE, 7", ["uuid", "n"]), parse_bound("2024-02-29 10:00, 9.5", ["at", "p"])
     ((b'\\x11\\xee', 7), ('2024-02-29 10:00', '9.5'))
+    >>> parse_bound(" 007, x ", ["code"], ["code"]), parse_bound("007, 3", ["code", "n"], ["code"])
+    ((' 007, x ',), ('007', 3))
     """
     if text is None:
         return None
+    if len(key_columns) == 1 and key_columns[0] in text_columns:
+        return (text,)
 
     def value(p: str) -> Value | str:
         p = p.strip()
@@ -579,7 +662,8 @@ def parse_bound(text: str | None, key_columns: Sequence[str]) -> tuple[Value | s
             return bytes.fromhex(p[2:])
         return int(p) if re.fullmatch(r"[+-]?\d+", p) else p
     try:
-        out = tuple(value(p) for p in text.split(","))
+        out = tuple(p.strip() if c in text_columns else value(p)
+                    for p, c in zip(text.split(","), [*key_columns, *[""] * text.count(",")]))
     except ValueError as e:
         raise ConfigError(f"key bound {text!r} is not values (integers, 0x and hex digits for a binary column, a "
                           f"decimal number, a date or a date and time) separated by commas, one per key column "

@@ -16,21 +16,26 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, Key
+from mysql_cdc.chunks import Chunk, Key, is_after
 from mysql_cdc.ids import ident, table_ident
 
 
 def key_compare(cols: Sequence[str], key: Key, op: str) -> tuple[str, list[Any]]:
-    """``(cols) op (key)`` for op in ``>=``, ``>``, ``<``, written per column.
+    """``(cols) op (key)`` for op in ``>=``, ``>``, ``<``, ``<=``, written per column; a bound just after a key
+    (:data:`~mysql_cdc.chunks.AFTER`) is compared as that key: at or above it is above the key, below it is at
+    or below the key.
 
     >>> key_compare(["a", "b"], (1, 2), ">=")
     ('(`a` > %s OR (`a` = %s AND `b` >= %s))', [1, 1, 2])
-    >>> key_compare(["a"], (5,), "<")
-    ('`a` < %s', [5])
+    >>> from mysql_cdc.chunks import AFTER
+    >>> key_compare(["a"], (5,), "<"), key_compare(["a"], ("x", AFTER), "<"), key_compare(["a"], ("x", AFTER), ">=")
+    (('`a` < %s', [5]), ('`a` <= %s', ['x']), ('`a` > %s', ['x']))
     """
+    if is_after(key):
+        key, op = key[:-1], {">=": ">", ">": ">", "<": "<=", "<=": "<="}[op]
     if len(cols) != len(key) or not cols:
         raise ValueError(f"key {key!r} does not fit columns {list(cols)!r}")
-    strict = {">=": ">", ">": ">", "<": "<"}[op]
+    strict = {">=": ">", ">": ">", "<": "<", "<=": "<"}[op]
     q = [ident(c) for c in cols]
     last = q[-1] + f" {op} %s"
     params: list[Any] = [key[-1]]

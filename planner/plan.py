@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mysql_cdc.chunks import Chunk
+from mysql_cdc.chunks import Chunk, Key, after
 from mysql_cdc.connect import ServerFacts, connect, registered_replica_ids, server_facts, unlisted_replicas
 from mysql_cdc.errors import ChunkKeyError, TableError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyorder import check_chunk_key
+from mysql_cdc.keyorder import KeyOrder, char_length, check_chunk_key
 from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema
@@ -163,6 +163,24 @@ def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[Ta
         conn.close()
 
 
+def point_spans(conn: Any, schema: TableSchema, keys: Sequence[Key]) -> list[tuple[Key | None, Key | None]]:
+    """A list of keys as spans ``[k, k AFTER)`` in the server's order of the chunk key (its collation's, from the
+    server), keys equal under it once (the first given: the SQL text reads the same rows for each). A string
+    longer than its column, or one its character set cannot hold, names no row and is left out (its sort key, of
+    as many characters as the column holds, could equal another key's; a statement comparing the column with a
+    string it cannot hold fails)."""
+    lengths = [char_length(schema.column(c)) for c in schema.chunk_key]
+    keys = [k for k in keys if not any(n is not None and isinstance(v, str) and len(v) > n
+                                       for v, n in zip(k, lengths))]
+    order = KeyOrder(schema)
+    keys = [k for k, ok in zip(keys, order.fits(conn, keys) if keys else []) if ok]
+    sort_keys = order.sort_keys(conn, list(keys)) if keys else []
+    seen: dict[Any, Key] = {}
+    for sk, k in sorted(zip(sort_keys, keys), key=lambda p: p[0]):
+        seen.setdefault(sk, tuple(k))
+    return [(k, after(k)) for k in seen.values()]
+
+
 def split_key_range(profile: ConnectionProfile, opts: CdcOptions, schema: TableSchema, key_range: KeyRange,
                     slots: int = 1) -> tuple[TablePlan, tuple[int, ...]]:
     """A table's plan when only ``key_range`` is read again (:func:`.splitter.split_range`, its spans): the plan,
@@ -174,7 +192,7 @@ def split_key_range(profile: ConnectionProfile, opts: CdcOptions, schema: TableS
     try:
         facts = server_facts(conn)
         avg, _ = table_stats(conn, schema, facts.flavor)
-        spans = key_range.spans()
+        spans = point_spans(conn, schema, key_range.keys) if key_range.keys else key_range.spans()
         rows = sum(range_rows(conn, schema, start, end) for start, end in spans)
         size = bounded_chunk_rows(opts, avg, rows, slots)
         chunks, outside = split_range(conn, schema, spans, size)

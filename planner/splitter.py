@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds
+from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds, is_after
 from mysql_cdc.errors import ChunkKeyError
 from mysql_cdc.ids import ident, table_ident
 from mysql_cdc.keyorder import KeyOrder
@@ -220,7 +220,10 @@ def split_range(conn: Any, schema: TableSchema, spans: list[tuple[Key | None, Ke
     range asked for on demand, :meth:`~mysql_cdc.keyrange.KeyRange.spans`) are read again: each span split by
     boundaries the server finds, ``chunk_size`` rows apart, with a chunk below the first, one between each two
     and one from the last's end on, which are not read (their indexes are returned: the rows there stay as the
-    mirror holds them, recorded at the point the range left the capture)."""
+    mirror holds them, recorded at the point the range left the capture). A span ``[k, k AFTER)`` (one key of a
+    list, :func:`mysql_cdc.planner.plan.point_spans`) is one chunk."""
+    if not spans:  # every key asked for names no row: one chunk, not read
+        return chunks_from_bounds(schema.table, schema.chunk_key, []), (0,)
     bounds: list[Key] = []
     around: list[int] = []  # positions in ``bounds`` where a chunk not read starts (-1: the first, open below)
     for i, (start, end) in enumerate(spans):
@@ -228,7 +231,8 @@ def split_range(conn: Any, schema: TableSchema, spans: list[tuple[Key | None, Ke
             if i == 0:
                 around.append(-1)  # (-inf, start)
             bounds.append(start)
-        bounds += _query_bounds(conn, schema, chunk_size, start, end)
+        if not is_after(end):  # a key alone (a string key's, its end just after it) is one chunk
+            bounds += _query_bounds(conn, schema, chunk_size, start, end)
         if end is not None:
             around.append(len(bounds))  # [end, next start) or [end, +inf)
             bounds.append(end)

@@ -3,7 +3,8 @@ its SQL text, run by a real SQL engine (SQLite) over random keys, holds for the 
 order (Python's tuple order) says, also for a range with gaps (a list of keys, ranges asked together) and over
 columns of bytes, DECIMAL, dates and times (as ISO texts, which order as they do); the union of two ranges holds
 exactly the keys of either, a list of keys exactly those keys (at most MAX_SPANS spans: then every key and no
-fewer), and a range reads back from its JSON as it was."""
+fewer), and a range reads back from its JSON as it was; a list of keys with strings holds exactly those keys,
+byte for byte, whatever quotes, backslashes or SQL they hold."""
 
 from __future__ import annotations
 
@@ -129,3 +130,41 @@ def test_keys_of_two_kinds_in_one_column_are_one_clear_error() -> None:
 
     with pytest.raises(ConfigError, match=r"mix values of kinds"):
         KeyRange.of_keys(("id",), [(5,)]).union(KeyRange.of_keys(("id",), [(b"\x11",)]))
+
+
+texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4) | st.sampled_from(
+    ["it's", "a\\b", "é", "abc", "ABC", "'); DROP TABLE t; --", "\x00", " ", ""])
+
+
+@given(st.lists(st.tuples(texts, ints), min_size=1, max_size=MAX_SPANS), st.lists(st.tuples(texts, ints), max_size=20),
+       st.lists(st.tuples(texts, ints), min_size=1, max_size=5))
+def test_a_list_of_string_keys_deletes_exactly_those_keys_byte_for_byte(keys: list, others: list, more: list) -> None:
+    """A key with a string column is a list of keys; its SQL text (each string as ``CAST(X'..' AS STRING)``; in
+    SQLite ``AS TEXT``, which compares text byte for byte as the lakes do) holds exactly for them, as
+    ``contains`` says; it reads back from its JSON, and two lists join into their union."""
+    cols = ("code 1", "n")
+    r = KeyRange.of_keys(cols, keys)
+    assert r.keys and r.start is None and r.end is None and sorted(set(keys)) == list(r.keys)
+    db = sqlite3.connect(":memory:")
+    db.execute('CREATE TABLE t ("code 1" TEXT, n INTEGER)')
+    db.executemany("INSERT INTO t VALUES (?, ?)", [*keys, *others])
+    where = r.predicate(lambda c: '"' + c.replace('"', '""') + '"').replace(" AS STRING)", " AS TEXT)")
+    got = sorted(db.execute(f"SELECT * FROM t WHERE {where}").fetchall())
+    assert got == sorted(k for k in [*keys, *others] if k in set(keys))
+    assert all(r.contains(k) == (k in set(keys)) for k in [*keys, *others])
+    assert KeyRange.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    if len(set(keys) | set(more)) <= MAX_SPANS:
+        assert r.union(KeyRange.of_keys(cols, more)).keys == tuple(sorted(set(keys) | set(more)))
+
+
+def test_a_string_key_takes_no_range_and_at_most_max_spans_keys() -> None:
+    import pytest
+
+    from mysql_cdc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"holds strings, which the lakes cannot order as the server's collation"):
+        KeyRange(("code",), ("a",), ("b",))
+    with pytest.raises(ConfigError, match=rf"takes at most {MAX_SPANS} at once"):
+        KeyRange.of_keys(("code",), [(str(i),) for i in range(MAX_SPANS + 1)])
+    with pytest.raises(ConfigError, match=r"a list of keys .* and a range .* cannot be joined"):
+        KeyRange.of_keys(("code",), [("a",)]).union(KeyRange(("code",), (5,), (7,)))

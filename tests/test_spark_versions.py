@@ -356,7 +356,20 @@ def temporal_range(spark, name, using):
     spark.sql(f"DELETE FROM {name} WHERE " + r.predicate(lambda c: "`" + c + "`"))
     left = [tuple(x) for x in spark.sql(f"SELECT day, p, at, unix_micros(z) FROM {name}").collect()]
     left = sorted((d, p, a, dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=z)) for d, p, a, z in left)
-    return {"left": [str(k) for k in left], "want": [str(k) for k in keys if not r.contains(k)], "rows": len(keys)}
+    # and a list of keys over a (STRING, INT) key, each deleted as written: quotes, a backslash, an accent; 'abc'
+    # beside 'ABC' (which a collation may hold equal: the lake keeps its bytes)
+    codes = ["it's", "a\\\\b", "é", "abc", "ABC", "x'); DROP TABLE t; --"]
+    spark.sql(f"CREATE TABLE {name}_s (code STRING, n INT, v INT) USING {using}")
+    spark.createDataFrame([(c, n, 0) for c in codes for n in (1, 2)], "code STRING, n INT, v INT").writeTo(
+        f"{name}_s").append()
+    s = KeyRange.of_keys(("code", "n"), [("it's", 1), ("a\\\\b", 2), ("é", 1), ("ABC", 2),
+                                         ("x'); DROP TABLE t; --", 1)])
+    spark.sql(f"DELETE FROM {name}_s WHERE " + s.predicate(lambda c: "`" + c + "`"))
+    kept = sorted(tuple(x) for x in spark.sql(f"SELECT code, n FROM {name}_s").collect())
+    return {"left": [str(k) for k in left], "want": [str(k) for k in keys if not r.contains(k)], "rows": len(keys),
+            "strings_left": [list(k) for k in kept],
+            "strings_want": [[c, n] for c, n in sorted((c, n) for c in codes for n in (1, 2))
+                             if not s.contains((c, n))]}
 """
 
 
@@ -409,6 +422,18 @@ def chunks(table):
 
 
 out["parquet"] = {t: sorted(set(chunks(f"spark_catalog.mirror_{db}.{t}"))) for t in ("a", "lv")}
+lv_where = spark.sql(f"DESCRIBE DETAIL spark_catalog.mirror_{db}.lv").collect()[0]["location"].replace("file:", "")
+
+
+def described(f):
+    meta = pq.ParquetFile(f).metadata
+    return [[c.path_in_schema, list(c.encodings), c.statistics is not None and c.statistics.has_min_max]
+            for c in (meta.row_group(g).column(i) for g in range(meta.num_row_groups) for i in range(meta.num_columns))]
+
+
+out["lv_files"] = {os.path.basename(f): described(f) for f in glob.glob(lv_where + "/*.parquet")}
+out["lv_history"] = [[r["version"], r["operation"], str(r["operationParameters"])]
+                     for r in spark.sql(f"DESCRIBE HISTORY spark_catalog.mirror_{db}.lv").collect()]
 for t in ("a", "b", "c"):
     name = f"spark_catalog.mirror_{db}.{t}"
     out["tables"][t] = sorted([list(r) for r in spark.table(name).collect()])
@@ -493,7 +518,8 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
     assert first["lv"] == lv_source() and first["files"] == 2 and first["folder"] == [], first
     # a table with a BLOB is written by Spark's Delta without Parquet dictionaries (its 30 equal texts would take
     # one) and statistics (each copies a value whole: lake_types.large_value_settings), and only it
-    assert first["parquet"]["lv"] == [[False, False]] and [False, True] in first["parquet"]["a"], first["parquet"]
+    assert first["parquet"]["lv"] == [[False, False]] and [False, True] in first["parquet"]["a"], (
+        first["parquet"], first["lv_files"], first["lv_history"])
     _change(root, 40)
     cur.execute("UPDATE lv SET b = %s, t = 'short' WHERE id = 2", (big(70_000),))
     cur.execute("INSERT INTO lv VALUES (4, NULL, %s)", ("é" * 600,))
@@ -507,7 +533,8 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
         assert got == _source(info, db, t, cols), t
     assert second["types"]["a"] == [["id", "int"], ["v", "int"], ["n", "int"]]
     assert second["lv"] == lv_source() and second["files"] == 2 and second["folder"] == [], second
-    assert second["parquet"]["lv"] == [[False, False]], second["parquet"]  # the MERGE's files too
+    assert second["parquet"]["lv"] == [[False, False]], (second["parquet"], second["lv_files"],
+                                                         second["lv_history"])  # the MERGE's files too
     checks = {c["table"].split(".", 1)[1]: c for c in second["verify"]["tables"]}
     for t in TABLES:
         assert checks[t]["rows"] == len(second["tables"][t]) > 0 and not checks[t]["not_checked"], checks[t]
@@ -515,6 +542,7 @@ def test_the_sync_into_a_catalog_namespace(info: ServerInfo, profile: Connection
     assert second["replay"] == [False, 0] and second["next"] == [True, 1], second
     temporal = second["temporal"]  # Spark's Delta deletes a range over a key of dates, times and a DECIMAL exactly
     assert temporal["left"] == temporal["want"] and 0 < len(temporal["want"]) < temporal["rows"], temporal
+    assert temporal["strings_left"] == temporal["strings_want"] and len(temporal["strings_want"]) == 7, temporal
     # the rewrite kept the table's owner (the capture's sync id), which the next run checks
     assert second["owner"] == first["owner"] and len(set(first["owner"].values())) == 1 and first["owner"]["a"]
     history = glob.glob(str(tmp_path / "warehouse" / f"mirror_{db}.db" / "*" / "_delta_log"))
@@ -688,6 +716,7 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
     assert ranged["done"] == [True, False] and ranged["mark"] == str(ranged["batch"]), ranged
     temporal = out["temporal"]
     assert temporal["left"] == temporal["want"] and 0 < len(temporal["want"]) < temporal["rows"], temporal
+    assert temporal["strings_left"] == temporal["strings_want"] and len(temporal["strings_want"]) == 7, temporal
     for t in TABLES:  # identifier fields = the primary key, in the table's current schema
         metas = sorted(glob.glob(os.path.join(warehouse, f"mirror_{db}", t, "metadata", "v*.metadata.json")),
                        key=lambda f: int(os.path.basename(f)[1:].split(".")[0]))

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -348,6 +349,10 @@ EIGHT_KILLS_TABLES = [*MIRRORED, GONE, NEW]  # GONE's mirror must end empty
 RESNAPSHOT_AT_KILL, RESNAPSHOT = 5, "t0[2-7]_.*"  # tables snapshotted again on request, killed in the middle
 RANGE_AT_KILL, RANGE_TABLE, RANGE = 6, "t08_neg", (-1900, -1750)  # a key range of one more table, asked later
 RANGE_KEYS = (-1500, -1100)  # and two keys of it beside the range (which the writers write too)
+# and, in the same batch, keys of a CHAR(36) key (under the database's collation of utf8mb4, where a UUID in capitals
+# is the same key): each read alone, the two spellings of one key once
+STR_TABLE, STR_KEYS = "t09_uuid", (str(uuid.UUID(int=6 * 7919)), str(uuid.UUID(int=6 * 7919)).upper(),
+                                   str(uuid.UUID(int=333 * 7919)))  # ...b99a, ...B99A, ...283be3
 
 
 def _inside_resnapshot(ck: str, state: str) -> bool | None:
@@ -421,9 +426,16 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
                                             capture_output=True, text=True, timeout=120)
                     assert ranged.returncode == 0 and "snapshot request 1 recorded" in ranged.stdout, \
                         ranged.stdout + ranged.stderr
-                    wait_until(lambda p=p, state=state: mysql_cdc.resnapshot(
-                        state_dir=state, request=1).state != "waiting" or p.poll() is not None, 300,
-                        "the key range taken by the sync")
+                    wait_until(lambda p=p, state=state: _past_chunks(ck, state, TableId(db, STR_TABLE)) or
+                               p.poll() is not None, 300, f"the binlog past {STR_TABLE}'s chunks")
+                    listed = subprocess.run([sys.executable, "-m", "mysql_cdc", "resnapshot", "--state-dir", state,
+                                             "--tables", f"{db}[.]{STR_TABLE}", *(f"--key={k}" for k in STR_KEYS)],
+                                            cwd=ROOT, env=_repo_env(True), capture_output=True, text=True, timeout=120)
+                    assert listed.returncode == 0 and "snapshot request 2 recorded" in listed.stdout, \
+                        listed.stdout + listed.stderr
+                    wait_until(lambda p=p, state=state: all(mysql_cdc.resnapshot(
+                        state_dir=state, request=r).state != "waiting" for r in (1, 2)) or p.poll() is not None, 300,
+                        "the key range and the keys taken by the sync")
                 assert p.poll() is None, _tail(log)
                 for sql in DDL_AT_KILL.get(kills, ()):
                     cur.execute(sql)
@@ -454,6 +466,20 @@ def eight_kills(info: ServerInfo, db: str, root: Any, args: list[str], ck: str, 
         inside = [records[i] for i in sorted(records) if i not in outside]
         assert (inside[0].start, inside[-3].end) == (f"[{RANGE[0]}]", f"[{RANGE[1]}]"), inside
         assert [(r.start, r.end) for r in inside[-2:]] == [(f"[{k}]", f"[{k + 1}]") for k in RANGE_KEYS], inside
+        # the string keys: one chunk of one key each (its end just after it), in the server's order; the two
+        # spellings of one key read once, by the first in Python's order (capitals first); nothing else read
+        listed_done = mysql_cdc.resnapshot(state_dir=store.location, request=2, checkpoint=ck)
+        assert listed_done.state == "done", listed_done
+        shown = ", ".join(map(repr, sorted(STR_KEYS)))
+        assert f"{db}.{STR_TABLE} (id in {{{shown}}}) snapshotted again" in listed_done.line(), listed_done.line()
+        t09 = TableId(db, STR_TABLE)
+        records = {r.index: r for r in store.chunk_records(t09)}
+        outside = store.outside(t09)
+        assert len(outside) == 3 and all(records[i].rows == 0 for i in outside), records  # below, between, above
+        inside = [records[i] for i in sorted(records) if i not in outside]
+        assert [(r.start, r.end) for r in inside] == [(f'["{k}"]', f'["{k}",{{"after":true}}]')
+                                                      for k in (STR_KEYS[1], STR_KEYS[2])], inside
+        assert all(r.rows <= 1 for r in inside), inside
     finally:
         if p is not None and p.poll() is None:  # a failed wait leaves no sync running
             _kill(p)

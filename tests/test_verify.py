@@ -261,10 +261,16 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
     cur.execute("CREATE TABLE still_ts (at TIMESTAMP(6) PRIMARY KEY, v INT)")
     cur.executemany("INSERT INTO still_ts VALUES (%s, %s)",
                     [(at + dt.timedelta(microseconds=i), i) for i in range(300)])
+    # and one keyed by strings under the server's own collation of utf8mb4 (MySQL's NO PAD utf8mb4_0900_ai_ci,
+    # MariaDB's PAD SPACE utf8mb4_general_ci): 'k-100' and 'K-100' are one key there
+    cur.execute("CREATE TABLE still_str (code VARCHAR(24) CHARACTER SET utf8mb4 PRIMARY KEY, v INT)")
+    codes = [f"k-{i:03d}" if i % 3 else f"It's, \\ é {i:03d}" for i in range(300)]
+    cur.executemany("INSERT INTO still_str VALUES (%s, %s)", [(c, i) for i, c in enumerate(codes)])
     args = dict(to=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ck"), state_dir=str(tmp_path / "state"),
                 tables=f"{db}[.].*", exclude=f"{db}[.]t1[03]_.*", source="src",
                 profiles={"src": profile_url(profile)}, chunk_size=200)
-    mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still", "still_bin", "still_when", "still_ts"])
+    mirrored = sorted([t for t in KEYS if t not in NO_KEY] + ["still", "still_bin", "still_when", "still_ts",
+                                                               "still_str"])
     q = None
     try:
         with Writers(info, db, seed=5):
@@ -293,6 +299,14 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         gone = (when[40], when[250])
         deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_when"))).delete(
             " OR ".join(f"at = '{k[1].isoformat()}'" for k in gone))
+        # two rows of the string key gone from the mirror, and one whose key differs in case alone (a key the
+        # source does not hold byte for byte, equal under its collation to one it does)
+        strs = deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_str")))
+        strs.delete(" OR ".join(f"code = CAST(X'{c.encode().hex()}' AS STRING)" for c in (codes[40], codes[249])))
+        strs.update(updates={"code": "'K-100'"}, predicate="code = 'k-100'")
+        with pytest.raises(mysql_cdc.ConfigError, match=r"key over code holds strings, which the lakes cannot order "
+                           r"as the server's collation does: give its keys one by one \(--key\), not a range"):
+            mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_str", key_from="k-1")
         with pytest.raises(mysql_cdc.ConfigError, match=r"key 5 of .*still_bin.*: its bound 5 of id \(binary\(16\)\) "
                            r"is not bytes: write it as 0x and hex digits"):
             mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_bin", keys=["5"])
@@ -315,7 +329,9 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             second = _verify(classic_spark, args, recheck_seconds=2, repair=True, repair_seconds=300)
             assert second.repair is not None and second.repair.state == "done", second.lines()
             bad = {t.table.split(".", 1)[1]: t for t in second.repair.before}
-            assert sorted(bad) == ["still", "still_bin", "still_when", "t01_int"], second.lines()
+            assert sorted(bad) == ["still", "still_bin", "still_str", "still_when", "t01_int"], second.lines()
+            assert set(bad["still_str"].missing) == {repr(codes[40]), repr(codes[249]), "'k-100'"}, second.lines()
+            assert bad["still_str"].extra == ("'K-100'",), second.lines()
             # named in key order, bytes as resnapshot --key takes them
             assert bad["still_bin"].missing == tuple(f"0x{u.hex()}" for u in lost), second.lines()
             assert (bad["still"].missing, bad["t01_int"].extra) == (("7", "400"), ("1000000",)), second.lines()
@@ -331,12 +347,18 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
                              f"{db}.still_when": "(day, at, p) in " + ", ".join(
                                  f"[({d}, {a.isoformat(sep=' ')}, {p}), ({d}, {a.isoformat(sep=' ')}, "
                                  f"{p + Decimal('0.01')}))" for d, a, p in gone),
+                             f"{db}.still_str": "code in {" + ", ".join(
+                                 map(repr, sorted([codes[40], codes[249], "k-100", "K-100"]))) + "}",
                              f"{db}.t01_int": "id in [1000000, 1000001)"}, taken
             for t in ("still", "still_bin", "still_when"):
                 reads = [r.rows for r in store.chunk_records(TableId(db, t))]
                 assert sum(reads) == 2 and len(reads) == 5, (t, reads)
+            # each key read alone, 'k-100' and 'K-100' once (one chunk: [k, k] read as the server compares)
+            reads = [r.rows for r in store.chunk_records(TableId(db, "still_str"))]
+            assert sum(reads) == 3 and len(reads) == 7, reads
             assert _by_table(second)["t01_int"].rows > 0 and _by_table(second)["still"].rows == 500
             assert _by_table(second)["still_bin"].rows == _by_table(second)["still_when"].rows == 300
+            assert _by_table(second)["still_str"].rows == 300
             # summed by chunks of about the plan's 200 rows again, not by the range's outside chunks as they are
             # (the gap [8, 400) and [401, +inf) are cut by key value, by the optimizer's estimate of their rows)
             assert _by_table(second)["still"].chunks >= 4, second.lines()

@@ -539,8 +539,8 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 else:
                     try:
                         ranges[t] = was.union(req.range)
-                    except ConfigError:  # values of other kinds (the key's type changed between): read whole
-                        ranges[t] = None
+                    except ConfigError:  # values of other kinds (the key's type changed between), or more than
+                        ranges[t] = None  # 64 keys of a string key: read whole
         if not why:
             return None
         return first + len(requests) - 1, why, {t: r for t, r in ranges.items() if r is not None}

@@ -63,8 +63,9 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
     """The keys of ``table`` read again: the key range ``[start, end)`` over its chunk key, and (or) the ``keys``
     given one by one (each a value, a sequence of them, one per key column, or their text: integers, ``0x`` and
     hex digits for a binary column, a decimal number, a date, a date and time (a TIMESTAMP's in UTC unless it
-    names its zone), separated by commas); one error, before anything is recorded, when the table's key takes no
-    range or a value is not of its column's kind."""
+    names its zone), a string column's text as written, separated by commas; a key of one string column is the
+    whole text); a key with a string column takes keys only, no range, at most 64 of them; one error, before
+    anything is recorded, when the table's key takes no range or a value is not of its column's kind."""
     schema = next((s for s in captured_schemas(store) if s.table == table), None)
     if schema is None:
         raise ConfigError(f"{str(table)!r} is not captured by the sync of state_dir {store.location!r}")
@@ -76,9 +77,11 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
 
     by = {c.name: c for c in schema.columns}
 
+    texts = [c for c in cols if by[c].data_type in ("char", "varchar")]
+
     def bound(b: Any, key: bool = False) -> RangeKey | None:
         if b is None or isinstance(b, str):
-            parsed = parse_bound(b, cols)
+            parsed = parse_bound(b, cols, texts)
             if parsed is None:
                 return None
             b = parsed

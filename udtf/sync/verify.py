@@ -251,6 +251,15 @@ def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     >>> import datetime as dt
     >>> differing_range(p, TableCheck("d.t", differing=1, keys=((dt.date(2024, 2, 29), Decimal("9.50")),))).text()
     '(day, p) in [(2024-02-29, 9.50), (2024-02-29, 9.51))'
+
+    A string key's differing keys are a list of keys, both sides' spellings (past 64 keys, the whole table):
+
+    >>> c = TableSchema(TableId("d", "t"), (ColumnInfo("code", "varchar", "varchar(8)", False, "utf8mb4"),),
+    ...                 ("code",), ("code",))
+    >>> differing_range(c, TableCheck("d.t", differing=2, keys=(("K-100",), ("k-100",)))).text()
+    "code in {'K-100', 'k-100'}"
+    >>> differing_range(c, TableCheck("d.t", differing=65, keys=tuple((str(i),) for i in range(65)))) is None
+    True
     """
     cols = tuple(schema.chunk_key)
     if (check.buckets or not check.keys or len(check.keys) != check.differing or cols != tuple(schema.primary_key)
