@@ -872,7 +872,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "2024-02-29 10:00:00.25, a TIMESTAMP's in UTC unless it names its zone)")
     r.add_argument("--key-to", help="... and below this key (excluded); either bound may be left out")
     r.add_argument("--key", action="append", help="read again only this key (one table, as --key-from; give it "
-                   "once per key; with --key-from/--key-to, these keys and that range)")
+                   "once per key; with --key-from/--key-to, these keys and that range; a key with a CHAR or VARCHAR "
+                   "column takes keys only, at most 64, each as the mirror holds it: the whole text for a key of one "
+                   "such column)")
     r.add_argument("--request", type=int, help="the number of an earlier request: say where it stands")
     r.add_argument("--checkpoint", help="the sync's Spark checkpoint location: to tell when the request is done")
     r.add_argument("--wait-seconds", type=float, default=0.0,

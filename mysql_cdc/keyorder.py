@@ -9,6 +9,7 @@ in Python is comparing as the server does.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -21,40 +22,86 @@ from mysql_cdc.types import MARIADB_TEXT, TEXT_CHARSETS
 _BATCH = 200
 
 
-def _text_expr(col: ColumnInfo, pad: bool) -> str:
-    """The sort key of a value of ``col`` (``%s``): its collation's weights; for a PAD SPACE collation, of the
-    value padded with spaces to the column's length (``AS CHAR(n)``), as the server compares ('a\\t' < 'a' =
-    'a ': padded, 'a\\t' is 'a\\t  ' and 'a' is 'a   '; without it the shorter would sort first)."""
+def _names(col: ColumnInfo) -> tuple[str, str]:
     cs = col.charset or "utf8mb4"
     coll = col.collation or ""
     if not re.fullmatch(r"[A-Za-z0-9_]+", cs) or (coll and not re.fullmatch(r"[A-Za-z0-9_]+", coll)):
         raise ChunkKeyError(f"column {col.name!r} has an unexpected charset/collation {cs!r}/{coll!r}")
-    n = char_length(col) if pad else None
-    return (f"WEIGHT_STRING(CONVERT(%s USING {cs})" + (f" COLLATE {coll}" if coll else "")
-            + (f" AS CHAR({n}))" if n else ")"))
+    return cs, coll
 
 
-def char_length(col: ColumnInfo) -> int | None:
-    """The characters a CHAR or VARCHAR column holds (``None`` for other types).
+def _text_expr(col: ColumnInfo, trim: bool = False) -> str:
+    """The weights of a value of ``col`` (``%s``) under its collation, all of them (no ``AS CHAR(n)``: MariaDB
+    counts ``n`` in weights, so a value with an expansion, 'ß' as 'ss', would lose its last ones); ``trim``: of
+    the value less its trailing spaces."""
+    cs, coll = _names(col)
+    value = f"TRIM(TRAILING ' ' FROM CONVERT(%s USING {cs}))" if trim else f"CONVERT(%s USING {cs})"
+    return f"WEIGHT_STRING({value}" + (f" COLLATE {coll})" if coll else ")")
 
-    >>> char_length(ColumnInfo("k", "varchar", "varchar(40)", False)), char_length(ColumnInfo("n", "int", "int", False))
-    (40, None)
+
+@functools.total_ordering
+class Padded:
+    """The weights of a value under a PAD SPACE collation of one level, compared as the server compares the
+    values: the shorter as if padded with the space's weight (``space``, one unit; the trailing ones are left
+    out). Plain weights would put ``'a'`` before ``'a\\t'`` (a prefix first), where the server puts it after
+    (``'a '`` against ``'a\\t'``), and ``'a'`` before ``'a '``, which it holds equal.
+
+    >>> sp = b"\\x00 "  # utf8mb4_general_ci: two bytes a character
+    >>> a, tab, a_sp = Padded(b"\\x00A", sp), Padded(b"\\x00A\\x00\\t", sp), Padded(b"\\x00A\\x00 ", sp)
+    >>> tab < a, a == a_sp, hash(a) == hash(a_sp), a < Padded(b"\\x00A\\x00!", sp)
+    (True, True, True, True)
     """
-    m = re.fullmatch(r"(?:var)?char\((\d+)\).*", col.column_type.strip().lower())
-    return int(m.group(1)) if m and col.data_type in ("char", "varchar") else None
+
+    __slots__ = ("space", "weights")
+
+    def __init__(self, weights: bytes, space: bytes) -> None:
+        n = len(space)
+        while n and len(weights) >= n and weights[-n:] == space:
+            weights = weights[:-n]
+        self.weights, self.space = weights, space
+
+    def _cmp(self, other: Padded) -> int:
+        a, b = self.weights, other.weights
+        m = min(len(a), len(b))
+        if a[:m] != b[:m]:
+            return -1 if a[:m] < b[:m] else 1
+        if len(a) == len(b):
+            return 0
+        rest = a[m:] if len(a) > m else b[m:]
+        pad = self.space * (len(rest) // max(len(self.space), 1))
+        sign = (rest > pad) - (rest < pad)
+        return sign if len(a) > m else -sign
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Padded) and self.weights == other.weights
+
+    def __lt__(self, other: Padded) -> bool:
+        return self._cmp(other) < 0
+
+    def __hash__(self) -> int:
+        return hash(self.weights)
+
+    def __repr__(self) -> str:
+        return f"Padded({self.weights!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Padded, (self.weights, self.space)
 
 
-def _pads(conn: Any, col: ColumnInfo) -> bool:
-    """Whether the server compares values of ``col`` PAD SPACE (``'a' = 'a '``): asked, not known by name."""
-    cs, coll = col.charset or "utf8mb4", col.collation or ""
+def _padding(conn: Any, col: ColumnInfo) -> tuple[bool, bytes | None]:
+    """How the server compares values of ``col``, asked (not known by name): PAD SPACE (``'a' = 'a '``) or not,
+    and for PAD SPACE of one level of weights (a space's weights twice are two spaces'), the space's weights."""
+    cs, coll = _names(col)
+    c = f" COLLATE {coll}" if coll else ""
     cur = conn.cursor()
     try:
-        cur.execute(f"SELECT CONVERT('a' USING {cs})" + (f" COLLATE {coll}" if coll else "")
-                    + f" = CONVERT('a ' USING {cs})")
-        row = cur.fetchone()
+        cur.execute(f"SELECT CONVERT('a' USING {cs}){c} = CONVERT('a ' USING {cs}), "
+                    f"WEIGHT_STRING(CONVERT(' ' USING {cs}){c}), WEIGHT_STRING(CONVERT('  ' USING {cs}){c})")
+        pads, one, two = cur.fetchone()
     finally:
         cur.close()
-    return bool(row and row[0])
+    one, two = bytes(one or b""), bytes(two or b"")
+    return bool(pads), one if pads and one and two == one + one else None
 
 
 def key_value(v: Any) -> Any:
@@ -95,12 +142,19 @@ class KeyOrder:
         self._cols = check_chunk_key(schema)
         self._text = [i for i, c in enumerate(self._cols) if c.is_text]
         for i in self._text:
-            _text_expr(self._cols[i], False)  # its names checked before any server is asked
-        self._exprs: dict[int, str] | None = None  # once the server said which collations pad
+            _names(self._cols[i])  # checked before any server is asked
+        # once the server said how each collation compares: the weights' SQL, and the space's weights of a
+        # PAD SPACE collation of one level (its sort keys Padded); of several levels, the value's trailing spaces
+        # are trimmed (exact but for a character weighing less than a space after a common start: 'a' and 'a\\tb')
+        self._exprs: dict[int, tuple[str, bytes | None]] | None = None
 
-    def _expressions(self, conn: Any) -> dict[int, str]:
+    def _expressions(self, conn: Any) -> dict[int, tuple[str, bytes | None]]:
         if self._exprs is None:
-            self._exprs = {i: _text_expr(self._cols[i], _pads(conn, self._cols[i])) for i in self._text}
+            out = {}
+            for i in self._text:
+                pads, space = _padding(conn, self._cols[i])
+                out[i] = (_text_expr(self._cols[i], trim=pads and space is None), space)
+            self._exprs = out
         return self._exprs
 
     @property
@@ -118,18 +172,19 @@ class KeyOrder:
         try:
             for lo in range(0, len(cells), _BATCH):
                 part = cells[lo:lo + _BATCH]
-                sql = "SELECT " + ", ".join(exprs[i] for _, i in part)
+                sql = "SELECT " + ", ".join(exprs[i][0] for _, i in part)
                 cur.execute(sql, [_as_text(keys[r][i]) for r, i in part])
                 row = cur.fetchone()
                 for (r, i), w in zip(part, row):
-                    out[r][i] = bytes(w) if w is not None else b""
+                    weights, space = bytes(w) if w is not None else b"", exprs[i][1]
+                    out[r][i] = weights if space is None else Padded(weights, space)
         finally:
             cur.close()
         return [tuple(k) for k in out]
 
     def fits(self, conn: Any, keys: Sequence[Key]) -> list[bool]:
         """Whether each key's strings are values of their columns' character sets (asked of the server: a
-        string one of them cannot hold, as ``'€'`` in a latin1 column of MySQL's latin1 without it, names no
+        string one of them cannot hold, as ``'\\u0080'`` in a latin1 column (MySQL's latin1 is cp1252), names no
         row, and a statement comparing the column with it fails, "Illegal mix of collations")."""
         cells = [(r, i) for r in range(len(keys)) for i in self._text if isinstance(keys[r][i], str)]
         out = [True] * len(keys)

@@ -170,8 +170,9 @@ class KeyRange:
         (True, False, True)
         """
         if any(isinstance(v, str) for k in keys for v in k):
-            return cls(tuple(str(c) for c in key_columns), keys=tuple(sorted(set(map(tuple, keys)))),
-                       utc=tuple(c for c in key_columns if c in utc))
+            cols = tuple(str(c) for c in key_columns)
+            check_keys(cols, [("key", tuple(k)) for k in keys])  # one kind per column before they are sorted
+            return cls(cols, keys=tuple(sorted(set(map(tuple, keys)))), utc=tuple(c for c in key_columns if c in utc))
         return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], _after(k[-1]))) for k in map(tuple, keys)], utc)
 
     def spans(self) -> list[Span]:
@@ -447,6 +448,12 @@ def _kind(col: Any) -> type | None:
 
 
 def _is_value(v: Any) -> bool:
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")  # no lone surrogate (a command-line argument not in UTF-8 reaches Python so)
+        except UnicodeEncodeError:
+            return False
+        return True
     if isinstance(v, dt.datetime):
         return v.tzinfo is None
     if isinstance(v, Decimal):
@@ -514,6 +521,8 @@ e.g. 0x11ee
             raise ValueError("not 0x and hex digits")
         if want is str and not isinstance(v, str):
             raise ValueError("not text")
+        if want is str:
+            v.encode("utf-8")  # a lone surrogate (an argument not in UTF-8) is no text a server holds
         if want is int and isinstance(v, str):
             v = int(v.strip())
         elif want is int and isinstance(v, Decimal) and v == v.to_integral_value():
@@ -533,7 +542,7 @@ e.g. 0x11ee
                 ctx.prec = max(ctx.prec, v.adjusted() + (col.numeric_scale or 0) + 3)
                 q = v.quantize(Decimal(1).scaleb(-(col.numeric_scale or 0)))
             v = q if q == v else v  # at its scale, unless it has more decimals (kind_problem says so)
-    except (ValueError, InvalidOperation) as e:
+    except (ValueError, InvalidOperation) as e:  # UnicodeEncodeError too
         raise ConfigError(not_one) from e
     if want is dt.datetime and isinstance(v, dt.datetime) and v.tzinfo is not None:
         if col.data_type != "timestamp":
@@ -615,7 +624,7 @@ def _literal(v: Value, utc: bool = False) -> str:
     "CAST(X'69742773205c20c3a9' AS STRING)"
     """
     if isinstance(v, str):
-        return f"CAST(X'{v.encode('utf-8', 'surrogatepass').hex()}' AS STRING)"
+        return f"CAST(X'{v.encode('utf-8').hex()}' AS STRING)"
     if isinstance(v, bytes):
         return f"X'{v.hex()}'"
     if isinstance(v, dt.datetime):

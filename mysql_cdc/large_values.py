@@ -58,10 +58,15 @@ class LargeValues:
     def put(self, value: memoryview) -> dict[str, Any]:
         """Write ``value`` into the folder (created, private, where missing) under its SHA-256 and return its
         reference. The file appears whole or not at all: written under a temporary name, then linked to its
-        own; one there already (the same value in another row, or another attempt of the task) is kept."""
+        own; one there already (the same value in another row, or another attempt of the task) is kept, and
+        not written again (its bytes are checked where it is read)."""
         digest = hashlib.sha256(value).hexdigest()
         os.makedirs(self.folder, mode=0o700, exist_ok=True)
         final = os.path.join(self.folder, digest)
+        with contextlib.suppress(OSError):
+            there = os.lstat(final)
+            if stat.S_ISREG(there.st_mode) and there.st_size == len(value):
+                return {"file": digest, "bytes": len(value)}
         temp = os.path.join(self.folder, f".{digest}.{uuid.uuid4().hex}.tmp")
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)

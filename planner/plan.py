@@ -10,7 +10,7 @@ from mysql_cdc.chunks import Chunk, Key, after
 from mysql_cdc.connect import ServerFacts, connect, registered_replica_ids, server_facts, unlisted_replicas
 from mysql_cdc.errors import ChunkKeyError, TableError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyorder import KeyOrder, char_length, check_chunk_key
+from mysql_cdc.keyorder import KeyOrder, check_chunk_key
 from mysql_cdc.keyrange import KeyRange
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.discover import match_tables, null_defaults, table_schema
@@ -165,13 +165,9 @@ def split_schemas(profile: ConnectionProfile, opts: CdcOptions, schemas: list[Ta
 
 def point_spans(conn: Any, schema: TableSchema, keys: Sequence[Key]) -> list[tuple[Key | None, Key | None]]:
     """A list of keys as spans ``[k, k AFTER)`` in the server's order of the chunk key (its collation's, from the
-    server), keys equal under it once (the first given: the SQL text reads the same rows for each). A string
-    longer than its column, or one its character set cannot hold, names no row and is left out (its sort key, of
-    as many characters as the column holds, could equal another key's; a statement comparing the column with a
-    string it cannot hold fails)."""
-    lengths = [char_length(schema.column(c)) for c in schema.chunk_key]
-    keys = [k for k in keys if not any(n is not None and isinstance(v, str) and len(v) > n
-                                       for v, n in zip(k, lengths))]
+    server), keys equal under it once (the first given: the SQL text reads the same rows for each). A string its
+    column's character set cannot hold names no row and is left out (a statement comparing the column with it
+    fails)."""
     order = KeyOrder(schema)
     keys = [k for k, ok in zip(keys, order.fits(conn, keys) if keys else []) if ok]
     sort_keys = order.sort_keys(conn, list(keys)) if keys else []

@@ -92,8 +92,13 @@ def test_chunks_hold_every_key_exactly_once(server: ServerProcess, kind: str) ->
 
 
 
-POINT_KINDS = ("varchar_ci", "latin1_ci", "int_varchar", "varchar_default")
-KINDS["varchar_default"] = ("VARCHAR(40) CHARACTER SET utf8mb4", st.text("aAbBéÉeE ß-", max_size=4))  # the server's
+POINT_KINDS = ("varchar_ci", "latin1_ci", "int_varchar", "varchar_default", "unicode_ci")
+# the server's own collation of utf8mb4 (MySQL's NO PAD utf8mb4_0900_ai_ci, MariaDB's utf8mb4_general_ci); and
+# utf8mb4_unicode_ci (PAD SPACE, with expansions: 'ß' = 'ss'), in a column as short as the values, which hold
+# characters weighing less than a space ('\t', NUL)
+KINDS["varchar_default"] = ("VARCHAR(40) CHARACTER SET utf8mb4", st.text("aAbBéÉeE ß-s\t\x00æ", max_size=4))
+KINDS["unicode_ci"] = ("VARCHAR(3) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
+                       st.text("asSßæe \t\x00", max_size=3))
 
 
 @pytest.mark.parametrize("kind", POINT_KINDS)

@@ -295,3 +295,19 @@ def test_references_the_library_never_writes_are_refused(tmp_path: Any) -> None:
     os.mkfifo(os.path.join(lv.folder, name))
     with pytest.raises(LargeValueError, match="not a large value of 10 bytes"):
         decode_rows([json.dumps({"b": {"file": name, "bytes": 10}})], schema, lv)
+
+
+def test_a_value_whose_file_is_there_is_not_written_again(tmp_path: Any) -> None:
+    """The same value in many rows (or a task run again) is written once: its file is kept, not rewritten."""
+    from mysql_cdc.large_values import LargeValues
+
+    lv = LargeValues(str(tmp_path / "lv"), 4)
+    value = memoryview(b"x" * 1000)
+    ref = lv.put(value)
+    path = tmp_path / "lv" / ref["file"]
+    before = os.stat(path)
+    with mock.patch("os.open", side_effect=AssertionError("written again")):
+        assert lv.put(value) == ref
+    assert os.stat(path).st_ino == before.st_ino and os.stat(path).st_mtime_ns == before.st_mtime_ns
+    os.unlink(path)  # gone (emptied after a batch): written again
+    assert lv.put(value) == ref and path.read_bytes() == b"x" * 1000

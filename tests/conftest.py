@@ -179,8 +179,11 @@ def _make_class_archive() -> str | None:
 
 # The JIT of the JVMs the tests start: C1 alone. A short-lived driver spent about as much CPU compiling with C2 as
 # running (a session's start and three small jobs: 25-27 s of JVM CPU, 12 with C1 alone, measured), and the default
-# run keeps both cores busy; the tests' jobs are small. Test infrastructure only: the package sets no JVM option.
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+# run keeps both cores busy; the tests' jobs are small. C1 alone makes the JVM keep 48 MB for compiled code, not
+# 240: a long session (the 4.2 catalog test: Delta's MERGEs, a schema change, many tables) filled it, and the
+# driver then failed at random places ("Out of space in CodeCache for method handle intrinsic"), so the default's
+# size is asked for. Test infrastructure only: the package sets no JVM option.
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mysql_cdc.chunks import is_after
 from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyrange import KeyRange, reset_range
@@ -246,7 +247,8 @@ class SyncBatches:
                 del data, part, typed  # the texts go (the loop ends here)
             t1 = time.monotonic()
             stats.decode_seconds += t1 - t0
-            fresh = appends(all(op == SNAPSHOT for op in ops), schema.primary_key, schema.chunk_key)  # new keys
+            snapshot = all(op == SNAPSHOT for op in ops)
+            fresh = appends(snapshot, schema.primary_key, schema.chunk_key, snapshot and reads_keys(store, table))
             merged = self.mirror.apply(schema, rows, self._app_id, batch_id, append=fresh)
             stats.merge_seconds += time.monotonic() - t1
             stats.count(table, merged, len(ops), last)
@@ -311,7 +313,8 @@ class SyncBatches:
             def merge(item: tuple[Any, TableSchema, Any]) -> bool:
                 g, schema, part = item
                 capture = table_arrow_schema(schema.columns, opts.tinyint1_as_boolean)
-                fresh = appends(bool(g["snapshot"]), schema.primary_key, schema.chunk_key)  # new keys only
+                fresh = appends(bool(g["snapshot"]), schema.primary_key, schema.chunk_key,  # new keys only
+                                bool(g["snapshot"]) and reads_keys(store, schema.table))
                 return bool(self.mirror.apply_frame(schema, part, capture, app_id, batch_id, own_session=together,
                                                     append=fresh))
 
@@ -323,6 +326,12 @@ class SyncBatches:
                 stats.count(schema.table, merged, int(g["n"]), g["last"])
         finally:
             df.unpersist()
+
+
+def reads_keys(store: StateStore, table: TableId) -> bool:
+    """Whether the table's plan reads a list of keys of a string key (a chunk of one key: its end just after it,
+    :data:`~mysql_cdc.chunks.AFTER`)."""
+    return any(is_after(c.end) for c in store.plan(table) or ())
 
 
 def _own(col: pa.ChunkedArray) -> pa.ChunkedArray:
