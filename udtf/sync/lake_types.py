@@ -161,9 +161,10 @@ def unindexed_columns(columns: Sequence[tuple[str, str, pa.DataType]], key: Sequ
 
 
 def large_value_settings(columns: Sequence[tuple[str, str]], key: Sequence[str]) -> dict[str, str]:
-    """Spark session settings for a Delta write of a table with BLOB or geometry columns outside its key
+    """Parquet settings for the Delta writes of a table with BLOB or geometry columns outside its key
     (``columns``: name and MySQL type, lower case): Parquet's writer without dictionaries and column statistics
-    (Spark hands a session's settings to the writer's Hadoop configuration). Otherwise none.
+    (the mirror sets them as the table's properties, which Delta hands to the writer's Hadoop configuration of
+    every write of it). Otherwise none.
 
     Why: parquet-mr copies each binary value into a column's dictionary and, once the dictionary is too large,
     into a plain page again, and keeps the chunk's smallest and largest value as copies for its statistics.
