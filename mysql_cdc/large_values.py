@@ -80,8 +80,10 @@ class LargeValues:
                     f.write(value[at:at + _STEP])
             try:
                 os.link(temp, final)
-            except FileExistsError:
-                pass
+            except FileExistsError:  # a file of another size (cut short): the value written over it
+                with contextlib.suppress(OSError):
+                    if stat.S_ISREG(os.lstat(final).st_mode):
+                        os.replace(temp, final)
             except OSError:  # a file system without hard links: renamed over it (the same bytes)
                 os.replace(temp, final)
         finally:

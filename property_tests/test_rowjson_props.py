@@ -311,3 +311,5 @@ def test_a_value_whose_file_is_there_is_not_written_again(tmp_path: Any) -> None
     assert os.stat(path).st_ino == before.st_ino and os.stat(path).st_mtime_ns == before.st_mtime_ns
     os.unlink(path)  # gone (emptied after a batch): written again
     assert lv.put(value) == ref and path.read_bytes() == b"x" * 1000
+    path.write_bytes(b"x" * 10)  # cut short: written over
+    assert lv.put(value) == ref and path.read_bytes() == b"x" * 1000

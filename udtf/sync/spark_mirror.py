@@ -107,6 +107,7 @@ class SparkDeltaMirror:
         self.opts = opts
         self.state_dir = state_dir
         self._columns: dict[TableId, list[tuple[str, str]]] = {}
+        self._parquet: dict[TableId, dict[str, str]] = {}  # the Parquet properties each table is known to have
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a Spark Connect server's batch function) without the session: the batch's is used there."""
@@ -200,15 +201,17 @@ class SparkDeltaMirror:
         return large_value_settings([(c.name, c.data_type) for c in schema.columns], schema.primary_key)
 
     def _large_value_properties(self, schema: TableSchema) -> None:
-        """An existing table (made before the settings were properties, or given a BLOB column since) gets them."""
+        """An existing table (made before the settings were properties, or given a BLOB column since: a
+        VARBINARY made a LONGBLOB changes no Spark type) gets them; asked of the table once per settings."""
         want = self._large_value_settings(schema)
-        if not want:
+        if not want or self._parquet.get(schema.table) == want:
             return
         detail = self._detail(schema.table)
         have = (detail["properties"] or {}) if detail is not None else {}
         if any(have.get(k) != v for k, v in want.items()):
             props = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in want.items())
             self.spark.sql(f"ALTER TABLE {self.name(schema.table)} SET TBLPROPERTIES ({props})")
+        self._parquet[schema.table] = want
 
     def _owner(self, table: TableId) -> tuple[bool, str | None]:
         """Whether the mirror table is there, and the sync id of the capture that made it: a table property
@@ -356,6 +359,7 @@ class SparkDeltaMirror:
         if schema.table not in self._columns:
             self.prepare([schema])
         self.evolve(schema)
+        self._large_value_properties(schema)  # a VARBINARY made a BLOB changes no Spark type: asked each batch
         want = self._want(schema)
         typed = rows.select(VALUES_COLUMN, OP_COLUMN, SEQ_COLUMN).mapInArrow(
             decode_batches(capture, want, self.fmt,
