@@ -3,7 +3,8 @@
 Integers, DECIMAL, binary strings, temporal values and floats order the same in Python and on the server.
 Strings under a collation do not ('a' = 'A' under a case-insensitive collation, accents, PAD SPACE), so their
 sort keys come from the server's ``WEIGHT_STRING()`` for the column's collation: comparing those byte strings
-in Python is comparing as the server does.
+in Python is comparing as the server does; under a PAD SPACE collation as if the shorter were padded with
+spaces (:class:`Padded`).
 """
 
 from __future__ import annotations
