@@ -593,7 +593,7 @@ def _gap_size(a: RangeKey, b: RangeKey) -> tuple[int, ...]:
 
 def shown_value(v: Value) -> str:
     """A key value for lines a user reads, as ``--key`` takes it: ``0x11ee``, ``2024-02-29 10:00:00``, ``9.50``; a
-    string in quotes, as Python writes it (``--key`` takes what is inside)."""
+    string as Python writes it, in quotes (``--key`` takes the text it stands for)."""
     if isinstance(v, str):
         return repr(v)
     if isinstance(v, bytes):
