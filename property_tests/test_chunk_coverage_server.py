@@ -45,17 +45,21 @@ KINDS: dict[str, tuple[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_chunks_hold_every_key_exactly_once(server: ServerProcess, kind: str) -> None:
+def _database(server: ServerProcess, db: str) -> tuple[ConnectionProfile, Any, str]:
+    """The server's profile, and a root connection to database ``db`` (created)."""
     info = server.info
     assert info is not None
-    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
-    sqltype, values = KINDS[kind]
-    composite = kind == "int_varchar"
-    db = f"cov_{kind}"
     conn = info.connect(root=True)
     conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{db}`")
     conn.select_db(db)
+    return ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5), conn, db
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_chunks_hold_every_key_exactly_once(server: ServerProcess, kind: str) -> None:
+    profile, conn, db = _database(server, f"cov_{kind}")
+    sqltype, values = KINDS[kind]
+    composite = kind == "int_varchar"
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(keys=st.lists(values, min_size=1, max_size=40), chunk_size=st.integers(1, 7))
@@ -112,15 +116,9 @@ def test_a_list_of_string_keys_is_read_as_the_server_finds_each_and_no_other_key
     from mysql_cdc.keyrange import KeyRange
     from mysql_cdc.planner.plan import split_key_range
 
-    info = server.info
-    assert info is not None
-    profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
+    profile, conn, db = _database(server, f"pts_{kind}")
     sqltype, values = KINDS[kind]
     composite = kind == "int_varchar"
-    db = f"pts_{kind}"
-    conn = info.connect(root=True)
-    conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{db}`")
-    conn.select_db(db)
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(keys=st.lists(values, min_size=1, max_size=30), asked=st.lists(values, min_size=1, max_size=6),

@@ -369,13 +369,16 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         ts = deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_ts")))
         ts.delete(f"at = '{(at + dt.timedelta(microseconds=40)).isoformat()}Z' OR "
                   f"at = '{(at + dt.timedelta(microseconds=250)).isoformat()}Z'")
-        asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_ts",
-                                     keys=["2024-03-01 00:59:59.999840+01:00", "2024-03-01 00:00:00.000050"])
-        wait_until(lambda: mysql_cdc.resnapshot(state_dir=args["state_dir"], request=asked.request,
-                                                checkpoint=args["checkpoint"]).state == "done" or not q.isActive,
-                   180, "the TIMESTAMP keys read again")
-        assert q.isActive, q.exception()
-        reads = [r.rows for r in StateStore(args["state_dir"]).chunk_records(TableId(db, "still_ts"))]
+        def read_again(table: str, keys: list[str]) -> list[int]:
+            """The rows each chunk of ``table`` read once the running sync read ``keys`` of it again."""
+            asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]{table}", keys=keys)
+            wait_until(lambda: mysql_cdc.resnapshot(state_dir=args["state_dir"], request=asked.request,
+                                                    checkpoint=args["checkpoint"]).state == "done"
+                       or not q.isActive, 180, f"keys of {table} read again")
+            assert q.isActive, q.exception()
+            return [r.rows for r in StateStore(args["state_dir"]).chunk_records(TableId(db, table))]
+
+        reads = read_again("still_ts", ["2024-03-01 00:59:59.999840+01:00", "2024-03-01 00:00:00.000050"])
         assert sum(reads) == 2 and len(reads) == 5, reads
         # a row in the mirror alone (a key the source never had), named and mended by verify --repair in a process
         # whose zone is not UTC (Spark gives Python a timestamp in the process's zone: the key would be 5 h off)
@@ -405,12 +408,7 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         # a string key given in another case than the mirror and the source hold it ('K-041' for 'k-041'): the
         # mirror deletes 'K-041' (none), the source reads the row 'k-041', which is merged over the mirror's, not
         # appended beside it
-        asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_str", keys=["K-041"])
-        wait_until(lambda: mysql_cdc.resnapshot(state_dir=args["state_dir"], request=asked.request,
-                                                checkpoint=args["checkpoint"]).state == "done" or not q.isActive,
-                   180, "the string key read again")
-        assert q.isActive, q.exception()
-        reads = [r.rows for r in StateStore(args["state_dir"]).chunk_records(TableId(db, "still_str"))]
+        reads = read_again("still_str", ["K-041"])
         assert sum(reads) == 1 and len(reads) == 3, reads
         fourth = _verify(classic_spark, args, recheck_seconds=2, tables=f"{db}[.]still_str")
         assert fourth.ok and _by_table(fourth)["still_str"].rows == 300, fourth.lines()
