@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -224,7 +225,14 @@ def test_wheel_installs_into_a_fresh_venv_and_its_cli_plans(wheel: Path, tmp_pat
     out = subprocess.run([str(cli), "plan", "--source", "shop", "--tables", f"{db}[.]orders", "--chunk-size", "100"],
                          capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
     assert out.returncode == 0, out.stderr
-    assert f"{db}.orders: key (id), 3 chunks" in out.stdout
+    # 300 keys, 100 rows a chunk: evenly by key value with the optimizer's row estimate (302 rows makes a step
+    # of 99 keys and a fourth chunk of 3), each chunk's end the next one's start, open at both ends
+    head = re.search(rf"^{db}\.orders: key \(id\), (\d+) chunks$", out.stdout, re.M)
+    assert head and int(head.group(1)) in (3, 4), out.stdout
+    listed = [line.split("\t") for line in out.stdout.splitlines() if line.startswith(f"  {db}.orders:")]
+    assert len(listed) == int(head.group(1)), out.stdout
+    assert listed[0][1] == "-inf" and listed[-1][2] == "+inf", out.stdout
+    assert all(a[2] == b[1] for a, b in zip(listed, listed[1:])), out.stdout
     # the module ran from the fresh environment, not from the checkout
     where = subprocess.run([str(py), "-c", "import mysql_cdc.planner.plan as m; print(m.__file__)"],
                            capture_output=True, text=True, env=env, cwd=str(tmp_path), check=True).stdout

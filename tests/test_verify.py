@@ -130,6 +130,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     by = _by_table(clean)
     assert (by["tv"].rows, by["k2"].rows, by["`z%s`"].rows) == (len(ROWS) + len(COLUMNS) + 1, 3000, 2)
     assert by["k2"].chunks >= 6 and by["k2"].in_flux == 0 and ":" in by["k2"].point
+    assert not any(t.by_bucket for t in clean.tables)  # the totals agreed: no pass by buckets
     # the damage, written into the mirrors as another writer would (no batch of the sync's)
     path = table_path(args["to"], TableId(db, "tv"))
     have = deltalake.DeltaTable(path).to_pyarrow_table()
@@ -154,6 +155,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     assert found["tv"].differing == len(COLUMNS) + 5 and found["`z%s`"].ok
     assert (found["k2"].changed, found["k2"].missing, found["k2"].extra) == (("(3, 'K10')",), (), ())
     assert found["k2"].twice == ("(5, 'K12')",) and found["k2"].differing == 2
+    assert found["tv"].by_bucket and found["k2"].by_bucket and not found["`z%s`"].by_bucket
     # the command: one line per table and in all, exit code 3 when a table differs
     env = _repo_env(True)
     env["MYSQL_CDC_PROFILE_SRC"] = profile_url(profile)
