@@ -7,8 +7,10 @@ not a test: it asserts nothing (a verify that does not come out clean is printed
 
 The mirror is made first by ``mysql_cdc.sync(once=True)`` into a folder (delta-rs, pyspark 4.3: the demo's
 writer). Each run is timed once per ``--repeat`` and the best is reported. Target (issue 33): verify <= 0.5x
-reading the table through Spark. Writes a Markdown table to stdout and to
-``bench/results/verify-<server>-sf<scale>.md``.
+reading the table through Spark. Then the checksum's parts alone on each side (rows scanned, their texts, the
+SHA-256 summed, the buckets; best of ``--repeat`` runs after one that warms): what bounds verify. Last, one row
+of the mirror is changed behind the sync's back and verify timed again (the totals differ: a second pass by
+buckets names the key). Writes Markdown tables to stdout and to ``bench/results/verify-<server>-sf<scale>.md``.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
     if not last.ok:
         print("warning: verify did not come out clean:\n" + "\n".join(last.lines()))
     t = last.tables[0]
+    parts = profile_parts(spark, info, url, os.path.join(to, "tpch", "orders"), args.repeat)
     # then one row of the mirror changed behind the sync's back: the totals differ, so both sides are summed
     # again by buckets and the bucket narrowed down to the key
     from deltalake import DeltaTable
@@ -134,9 +137,72 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
         f"{'totals and buckets' if t.by_bucket else 'totals only'} (a damaged mirror: totals, then buckets, "
         f"{d.source_seconds:.2f} s and {d.mirror_seconds:.2f} s). "
         f"Verify is {verify_s / export_s:.2f}x the export and compare. Target: verify <= 0.5x reading through Spark.",
+        "",
+        "What bounds it: each part of the checksum alone over the whole table, one side at a time, warm (seconds, "
+        "best of the runs; each row adds its part to the one above it):",
+        "",
+        "| part | the source server (one query) | Spark over the mirror's files |",
+        "| --- | --- | --- |",
+        *[f"| {name} | {src:.2f} | {mir:.2f} |" for name, src, mir in parts],
     ]
     spark.stop()
     return "\n".join(lines)
+
+
+def profile_parts(spark: Any, info: ServerInfo, url: str, mirror: str, repeat: int) -> list[tuple[str, float, float]]:
+    """The checksum's parts, each alone on each side (the queries verify runs, cut short at each part): the rows
+    scanned, their canonical texts built, the texts' SHA-256 summed (verify's first pass by totals) and the sums
+    per bucket of keys (the second pass, on a damaged table only)."""
+    from deltalake import DeltaTable
+
+    from mysql_cdc.connect import connect
+    from mysql_cdc.ids import ident, table_ident
+    from mysql_cdc.options import parse_options
+    from mysql_cdc.planner.plan import describe_table
+    from mysql_cdc.profiles import profile_from_url
+    from mysql_cdc.udtf.sync import checksum as cs
+
+    profile = profile_from_url(url, "bench")
+    _, schema = describe_table(profile, parse_options({}), "tpch.orders", binlog=False)
+    cols, keys = list(schema.columns), [schema.column(k) for k in schema.primary_key]
+    table = table_ident(schema.table)
+    src_join = cs.source_join(cols)
+    src_parts = [
+        # a range of the key, as verify's chunks are read (no COUNT(*) fast path)
+        ("rows scanned", f"SELECT COUNT(*) FROM {table} WHERE {ident(keys[0].name)} >= -2147483648"),
+        ("+ their canonical texts", f"SELECT SUM(LENGTH({src_join})) FROM {table}"),
+        ("+ SHA-256, summed (the first pass)", f"SELECT COUNT(*), SUM({cs.source_value(cs.source_row(cols))}) "
+                                               f"FROM {table}"),
+        ("+ by bucket of keys (the second pass)",
+         f"SELECT b, COUNT(*), SUM(v) FROM (SELECT {cs.source_bucket(keys)} AS b, "
+         f"{cs.source_value(cs.source_row(cols))} AS v FROM {table}) AS r GROUP BY b"),
+    ]
+    rows = spark.read.parquet(*DeltaTable(mirror).file_uris())
+    value = cs.mirror_value(cs.mirror_row(cols))
+    mir_parts = [
+        lambda: rows.write.format("noop").mode("overwrite").save(),
+        lambda: rows.selectExpr(f"sum(length({cs.mirror_join(cols)}))").collect(),
+        lambda: rows.selectExpr(f"{value} AS v").agg({"*": "count", "v": "sum"}).collect(),
+        lambda: rows.selectExpr(f"{cs.mirror_bucket(keys)} AS b", f"{value} AS v").groupBy("b")
+        .agg({"*": "count", "v": "sum"}).collect(),
+    ]
+
+    def best(action: Callable[[], Any]) -> float:
+        out = float("inf")
+        for _ in range(max(repeat, 1) + 1):  # the first run warms
+            t = time.monotonic()
+            action()
+            out = min(out, time.monotonic() - t)
+        return out
+
+    conn = connect(profile)
+    try:
+        cur = conn.cursor()
+        # parameters, even none: pymysql turns the texts' %% into % only then (DATE_FORMAT's)
+        src_times = [best(lambda q=q: (cur.execute(q, ()), cur.fetchall())) for _, q in src_parts]
+    finally:
+        conn.close()
+    return [(name, st, best(m)) for (name, _), st, m in zip(src_parts, src_times, mir_parts)]
 
 
 if __name__ == "__main__":

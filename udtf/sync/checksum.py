@@ -171,7 +171,8 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     return f"CAST({c} AS CHAR)"
 
 
-def _source_join(cols: list[ColumnInfo], b1: bool) -> str:
+def source_join(cols: list[ColumnInfo], b1: bool = False) -> str:
+    """The source's SQL for a row's columns' texts joined by ``|`` (what its hash is of)."""
     texts = ", ".join(f"COALESCE({source_text(c, b1)}, '{NULL_TEXT}')" for c in cols)
     return f"CONCAT_WS('{SEPARATOR}', {texts})"
 
@@ -185,12 +186,12 @@ def source_row(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str
     >>> source_row([ColumnInfo("n", "varchar", "varchar(9)", True, "utf8mb4")])  # UTF-8 already: no CONVERT
     "SHA2(CONCAT_WS('|', COALESCE(CONCAT(LENGTH(`n`), ':', `n`), '~')), 256)"
     """
-    return f"SHA2({_source_join(cols, tinyint1_as_boolean)}, 256)"
+    return f"SHA2({source_join(cols, tinyint1_as_boolean)}, 256)"
 
 
 def source_key(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str:
     """The source's SQL for a row's key text as hex (what names a key on both sides) of the key's ``cols``."""
-    return f"HEX({_source_join(cols, tinyint1_as_boolean)})"
+    return f"HEX({source_join(cols, tinyint1_as_boolean)})"
 
 
 def source_value(row_hash: str) -> str:
@@ -200,7 +201,7 @@ def source_value(row_hash: str) -> str:
 
 def source_bucket(key_cols: list[ColumnInfo], tinyint1_as_boolean: bool = False, buckets: int = BUCKETS) -> str:
     """The source's SQL for a row's bucket: the CRC-32 of its key's text."""
-    return f"MOD(CRC32({_source_join(key_cols, tinyint1_as_boolean)}), {int(buckets)})"
+    return f"MOD(CRC32({source_join(key_cols, tinyint1_as_boolean)}), {int(buckets)})"
 
 
 DOUBLE_FUNCTION = "mysql_cdc_double_text"  # a session function the verification registers (double_text)
@@ -244,7 +245,7 @@ def mirror_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     return f"CAST({c} AS STRING)"
 
 
-def _mirror_join(cols: list[ColumnInfo], b1: bool) -> str:
+def mirror_join(cols: list[ColumnInfo], b1: bool = False) -> str:
     """The columns' texts joined as bytes (a short binary value is its bytes, a string its UTF-8)."""
     texts = ", X'7C', ".join(f"COALESCE(CAST({mirror_text(c, b1)} AS BINARY), X'7E')" for c in cols)
     return f"concat({texts})"
@@ -252,12 +253,12 @@ def _mirror_join(cols: list[ColumnInfo], b1: bool) -> str:
 
 def mirror_row(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str:
     """Spark SQL for the hash of a mirror row of ``cols``: the same as :func:`source_row` gives for it."""
-    return f"sha2({_mirror_join(cols, tinyint1_as_boolean)}, 256)"
+    return f"sha2({mirror_join(cols, tinyint1_as_boolean)}, 256)"
 
 
 def mirror_key(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str:
     """Spark SQL for a mirror row's key text as hex: the same as :func:`source_key`."""
-    return f"hex({_mirror_join(cols, tinyint1_as_boolean)})"
+    return f"hex({mirror_join(cols, tinyint1_as_boolean)})"
 
 
 def mirror_value(row_hash: str) -> str:
@@ -266,7 +267,7 @@ def mirror_value(row_hash: str) -> str:
 
 
 def mirror_bucket(key_cols: list[ColumnInfo], tinyint1_as_boolean: bool = False, buckets: int = BUCKETS) -> str:
-    return f"CAST(pmod(crc32({_mirror_join(key_cols, tinyint1_as_boolean)}), {int(buckets)}) AS INT)"
+    return f"CAST(pmod(crc32({mirror_join(key_cols, tinyint1_as_boolean)}), {int(buckets)}) AS INT)"
 
 
 def bucket_of(key_hex: str, buckets: int = BUCKETS) -> int:

@@ -946,7 +946,9 @@ class Verifier:
                 out.source_seconds += time.monotonic() - t0
                 mir = mir_future.result()
                 src_less, mir_less = _less(src, src_flux), _less(mir, mir_flux)
-                differ = _compare(src_less, mir_less) or [TOTAL]  # never reported as agreeing
+                differ = _compare(src_less, mir_less)
+                if not differ:  # totals differ, buckets agree: no key to name, never reported as agreeing
+                    out.diff.buckets = 1
             if differ:
                 narrowed, twice = differ[:_NARROWED], dict[str, tuple[Any, ...]]()
                 out.diff = _diff(source_rows(view, schema, self.b1, buckets=narrowed),
