@@ -99,7 +99,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
     if not last.ok:
         print("warning: verify did not come out clean:\n" + "\n".join(last.lines()))
     t = last.tables[0]
-    parts = profile_parts(spark, info, url, os.path.join(to, "tpch", "orders"), args.repeat)
+    parts = profile_parts(spark, url, os.path.join(to, "tpch", "orders"), args.repeat)
     # then one row of the mirror changed behind the sync's back: the totals differ, so both sides are summed
     # again by buckets and the bucket narrowed down to the key
     from deltalake import DeltaTable
@@ -149,7 +149,7 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
     return "\n".join(lines)
 
 
-def profile_parts(spark: Any, info: ServerInfo, url: str, mirror: str, repeat: int) -> list[tuple[str, float, float]]:
+def profile_parts(spark: Any, url: str, mirror: str, repeat: int) -> list[tuple[str, float, float]]:
     """The checksum's parts, each alone on each side (the queries verify runs, cut short at each part): the rows
     scanned, their canonical texts built, the texts' SHA-256 summed (verify's first pass by totals) and the sums
     per bucket of keys (the second pass, on a damaged table only)."""
