@@ -150,42 +150,26 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
 
 
 def profile_parts(spark: Any, url: str, mirror: str, repeat: int) -> list[tuple[str, float, float]]:
-    """The checksum's parts, each alone on each side (the queries verify runs, cut short at each part): the rows
-    scanned, their canonical texts built, the texts' SHA-256 summed (verify's first pass by totals) and the sums
-    per bucket of keys (the second pass, on a damaged table only)."""
+    """The checksum's parts, each alone on each side: the rows scanned and their canonical texts built (verify's
+    queries cut short there), then verify's own sums (``source_buckets`` and ``mirror_buckets`` over the whole
+    table in one read view): by totals (its first pass) and per bucket of keys (the second, on a damaged table
+    only)."""
     from deltalake import DeltaTable
 
-    from mysql_cdc.connect import connect
+    from mysql_cdc.chunks import Chunk
     from mysql_cdc.ids import ident, table_ident
     from mysql_cdc.options import parse_options
     from mysql_cdc.planner.plan import describe_table
     from mysql_cdc.profiles import profile_from_url
     from mysql_cdc.udtf.sync import checksum as cs
+    from mysql_cdc.udtf.sync.verify import mirror_buckets, open_view, source_buckets
 
     profile = profile_from_url(url, "bench")
-    _, schema = describe_table(profile, parse_options({}), "tpch.orders", binlog=False)
-    cols, keys = list(schema.columns), [schema.column(k) for k in schema.primary_key]
+    facts, schema = describe_table(profile, parse_options({}), "tpch.orders", binlog=False)
+    cols, key = list(schema.columns), ident(schema.primary_key[0])
     table = table_ident(schema.table)
-    src_join = cs.source_join(cols)
-    src_parts = [
-        # a range of the key, as verify's chunks are read (no COUNT(*) fast path)
-        ("rows scanned", f"SELECT COUNT(*) FROM {table} WHERE {ident(keys[0].name)} >= -2147483648"),
-        ("+ their canonical texts", f"SELECT SUM(LENGTH({src_join})) FROM {table}"),
-        ("+ SHA-256, summed (the first pass)", f"SELECT COUNT(*), SUM({cs.source_value(cs.source_row(cols))}) "
-                                               f"FROM {table}"),
-        ("+ by bucket of keys (the second pass)",
-         f"SELECT b, COUNT(*), SUM(v) FROM (SELECT {cs.source_bucket(keys)} AS b, "
-         f"{cs.source_value(cs.source_row(cols))} AS v FROM {table}) AS r GROUP BY b"),
-    ]
+    whole = [Chunk(schema.table, 0, tuple(schema.chunk_key), None, None)]
     rows = spark.read.parquet(*DeltaTable(mirror).file_uris())
-    value = cs.mirror_value(cs.mirror_row(cols))
-    mir_parts = [
-        lambda: rows.write.format("noop").mode("overwrite").save(),
-        lambda: rows.selectExpr(f"sum(length({cs.mirror_join(cols)}))").collect(),
-        lambda: rows.selectExpr(f"{value} AS v").agg({"*": "count", "v": "sum"}).collect(),
-        lambda: rows.selectExpr(f"{cs.mirror_bucket(keys)} AS b", f"{value} AS v").groupBy("b")
-        .agg({"*": "count", "v": "sum"}).collect(),
-    ]
 
     def best(action: Callable[[], Any]) -> float:
         out = float("inf")
@@ -195,14 +179,30 @@ def profile_parts(spark: Any, url: str, mirror: str, repeat: int) -> list[tuple[
             out = min(out, time.monotonic() - t)
         return out
 
-    conn = connect(profile)
+    view = open_view(profile, facts)
     try:
-        cur = conn.cursor()
-        # parameters, even none: pymysql turns the texts' %% into % only then (DATE_FORMAT's)
-        src_times = [best(lambda q=q: (cur.execute(q, ()), cur.fetchall())) for _, q in src_parts]
+        cur = view.conn.cursor()
+
+        def query(q: str) -> Callable[[], Any]:
+            # parameters, even none: pymysql turns the texts' %% into % only then (DATE_FORMAT's)
+            return lambda: (cur.execute(q, ()), cur.fetchall())
+        parts = [
+            # a range of the key, as verify's chunks are read (no COUNT(*) fast path)
+            ("rows scanned", query(f"SELECT COUNT(*) FROM {table} WHERE {key} >= -2147483648"),
+             lambda: rows.write.format("noop").mode("overwrite").save()),
+            ("+ their canonical texts", query(f"SELECT SUM(LENGTH({cs.source_join(cols)})) FROM {table}"),
+             lambda: rows.selectExpr(f"sum(length({cs.mirror_join(cols)}))").collect()),
+            ("+ SHA-256, summed (the first pass)",
+             lambda: source_buckets(view, schema, whole, False, 0.0, by_bucket=False),
+             lambda: mirror_buckets(rows, schema, False, by_bucket=False)),
+            ("+ by bucket of keys (the second pass)", lambda: source_buckets(view, schema, whole, False, 0.0),
+             lambda: mirror_buckets(rows, schema, False)),
+        ]
+        src_times = [best(src) for _, src, _ in parts]
     finally:
-        conn.close()
-    return [(name, st, best(m)) for (name, _), st, m in zip(src_parts, src_times, mir_parts)]
+        view.conn.rollback()
+        view.conn.close()
+    return [(name, st, best(mir)) for (name, _, mir), st in zip(parts, src_times)]
 
 
 if __name__ == "__main__":
