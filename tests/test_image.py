@@ -421,9 +421,8 @@ def _checkpoint(ck: Path) -> tuple[int, str | None]:
 
 # ---------------------------------------------------------------- the test
 
-@pytest.mark.parametrize("server", ["mariadb"], indirect=True)  # the image and its client, not server behaviour:
-# every other integration case runs on both servers with the same drivers (run twice, the image was set up twice);
-# MariaDB, as the MySQL lane of scripts/test.sh is the longer one
+@pytest.mark.parametrize("server", ["mysql"], indirect=True)  # the image and its client, not server behaviour:
+# every other integration case runs on both servers with the same drivers (run twice, the image was set up twice)
 def test_thin_client_batch_and_streaming_through_the_image(
         image_server: ImageServer, client_python: Path, info: Any, db: str, root: Any,
         tmp_path: Path) -> None:
