@@ -9,8 +9,9 @@ The mirror is made first by ``mysql_cdc.sync(once=True)`` into a folder (delta-r
 writer). Each run is timed once per ``--repeat`` and the best is reported. Target (issue 33): verify <= 0.5x
 reading the table through Spark. Then the checksum's parts alone on each side (rows scanned, their texts, the
 SHA-256 summed, the buckets; best of ``--repeat`` runs after one that warms): what bounds verify. Last, one row
-of the mirror is changed behind the sync's back and verify timed again (the totals differ: a second pass by
-buckets names the key). Writes Markdown tables to stdout and to ``bench/results/verify-<server>-sf<scale>.md``.
+of the mirror is changed behind the sync's back and verify timed again (its region's sums differ: a second pass
+over that region by buckets names the key). Writes Markdown tables to stdout and to
+``bench/results/verify-<server>-sf<scale>.md``.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
         print("warning: verify did not come out clean:\n" + "\n".join(last.lines()))
     t = last.tables[0]
     parts = profile_parts(spark, url, os.path.join(to, "tpch", "orders"), args.repeat)
-    # then one row of the mirror changed behind the sync's back: the totals differ, so both sides are summed
-    # again by buckets and the bucket narrowed down to the key
+    # then one row of the mirror changed behind the sync's back: its region's sums differ, so both sides sum that
+    # region again by buckets and the bucket is narrowed down to the key
     from deltalake import DeltaTable
 
     DeltaTable(os.path.join(to, "tpch", "orders")).update({"o_comment": "'changed'"}, predicate="o_orderkey = 7")
@@ -134,8 +135,9 @@ def run(info: ServerInfo, n: int, args: Any, work: str) -> str:
         f"Where verify's time went (its best run): the source's checksums {t.source_seconds:.2f} s (one query per "
         f"chunk, in the server) while the mirror's Spark job took {t.mirror_seconds:.2f} s; the rest "
         f"{t.seconds - max(t.source_seconds, t.mirror_seconds):.2f} s (pinning, the keys in flux, planning); "
-        f"{'totals and buckets' if t.by_bucket else 'totals only'} (a damaged mirror: totals, then buckets, "
-        f"{d.source_seconds:.2f} s and {d.mirror_seconds:.2f} s). "
+        f"{'sums and buckets' if t.by_bucket else 'sums only'}, by {t.regions or 'no'} regions of the key (a "
+        f"damaged mirror: then {d.regions_again or 'the whole table'} of them by buckets, {d.source_seconds:.2f} s "
+        f"and {d.mirror_seconds:.2f} s in all). "
         f"Verify is {verify_s / export_s:.2f}x the export and compare. Target: verify <= 0.5x reading through Spark.",
         "",
         "What bounds it: each part of the checksum alone over the whole table, one side at a time, warm (seconds, "

@@ -109,7 +109,9 @@ else
   # minutes instead of 6 (a batch of Spark's Delta about a minute), and 4.1 and 4.2 fetch Iceberg's and Delta's jars
   # into one Ivy cache (never both at once). A lane cut by its guard takes none.
   # One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on subprocesses); side
-  # by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68 (README).
+  # by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68 (README). A third lane
+  # (the versions run beside both from the start) was slower on 2026-12-01: every test slowed, the MySQL lane ran
+  # past 51 minutes instead of 42 and 4.2 took 14.7 instead of 6.1 (load average 4 on the 2 cores).
   # MYSQL_CDC_SERIAL=1 runs one process, as arguments do.
   mkdir -m 700 "$mine/claims" || exit 1
   {

@@ -286,6 +286,12 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             checked = _by_table(first)
             assert sorted(checked) == mirrored
             assert sum(t.in_flux for t in first.tables) > 0  # the writers were caught in the act, and left out
+            # a key of one integer column is summed by regions (its chunks: 500 rows at 200 a chunk), less the keys
+            # in flux of each; other keys by the table's totals
+            assert checked["still"].regions >= 3 and checked["t01_int"].regions >= 2, first.lines()
+            assert not any(checked[t].regions for t in ("still_bin", "still_when", "still_ts", "still_str"))
+            # (where the writers write, a key the window missed may take a second pass that the recheck clears)
+            assert not any(checked[t].by_bucket for t in ("still", "still_bin", "still_str")), first.lines()
         # the damage below is another writer's commit to the sync's tables: written while the sync merges into the
         # same table, one of the two commits fails (delta-rs: "a concurrent transaction added new data"), and if it
         # is the sync's, the sync stops. So it is written once the writers stopped and the sync applied all they wrote
@@ -338,6 +344,11 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
             # named in key order, bytes as resnapshot --key takes them
             assert bad["still_bin"].missing == tuple(f"0x{u.hex()}" for u in lost), second.lines()
             assert (bad["still"].missing, bad["t01_int"].extra) == (("7", "400"), ("1000000",)), second.lines()
+            # summed again by buckets: only the regions of the keys that differ (7 in the first, 400 in another;
+            # 1000000 past every key in the last, and a writer's key the window missed may add one)
+            assert bad["still"].regions_again == 2 and bad["still"].regions >= 3, second.lines()
+            assert 1 <= bad["t01_int"].regions_again <= bad["t01_int"].regions, second.lines()
+            assert bad["still_bin"].by_bucket and not bad["still_bin"].regions, second.lines()
             words = tuple(f"({d.isoformat()}, {a.isoformat(sep=' ')}, {p})" for d, a, p in gone)
             assert bad["still_when"].missing == words, second.lines()  # as resnapshot --key takes them
             # each repaired by its differing keys read again (a key range with a gap), not the whole table nor

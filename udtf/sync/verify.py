@@ -14,9 +14,11 @@ For each table (docs/DESIGN.md §14):
    between the two sides for a good reason: those keys are read on both sides (by key: an index lookup in the
    same read view, a join on the mirror) and taken out of both sums, and are not compared. For every other key
    the row at ``P`` is the row at the view's point, so both sides must agree exactly.
-4. **The mirror's side** is one Spark job over the pinned version: count and sum. Where the two totals differ
-   (less the keys in flux), both sides are summed again per bucket of keys (the CRC-32 of the key's text), in
-   the same read view and version: a clean table costs one pass without the keys' texts and the grouping.
+4. **The mirror's side** is one Spark job over the pinned version: count and sum, of the whole table or, where
+   the key is one integer column, per region of it (runs of chunks: :mod:`.regions`). Where the two sides'
+   sums differ (less the keys in flux), both sides are summed again per bucket of keys (the CRC-32 of the
+   key's text), in the same read view and version, over the regions that differ alone: a clean table costs one
+   pass without the keys' texts and the grouping, a damaged one a second pass over its damaged regions.
 5. **Differing buckets are narrowed down** to their keys (the bucket's rows with their hashes from both
    sides), and the differing keys are checked once more after ``recheck_seconds`` against a newer point: a key
    that the sync had not applied yet then agrees (a transaction held between its binlog write and its engine
@@ -34,6 +36,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -42,7 +45,7 @@ from mysql_cdc.chunks import Chunk, Key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError, MysqlCdcError
 from mysql_cdc.ids import TableId, ident, table_ident
-from mysql_cdc.keyrange import KeyRange, column_value, range_problem, shown_value
+from mysql_cdc.keyrange import EXACT_LIMIT, KeyRange, column_value, range_problem, shown_value
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.planner.splitter import cut_range
@@ -50,6 +53,7 @@ from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.sql import chunk_where
 from mysql_cdc.state.store import StateStore
+from mysql_cdc.types import spark_type
 from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
@@ -58,6 +62,7 @@ from mysql_cdc.udtf.snapshot.reader import snapshot_position
 from mysql_cdc.udtf.sync import checksum as cs
 from mysql_cdc.udtf.sync.job import batch_end, committed_batches, query_app_id
 from mysql_cdc.udtf.sync.lake_types import Format, to_lake
+from mysql_cdc.udtf.sync.regions import Regions, regions
 from mysql_cdc.udtf.sync.sinks import quote
 
 _log = logging.getLogger("mysql_cdc.verify")
@@ -91,6 +96,8 @@ class TableCheck:
     source_seconds: float = 0.0  # of which the source's checksums
     mirror_seconds: float = 0.0  # and the mirror's (run at the same time)
     by_bucket: bool = False  # the totals differed, so both sides were summed again by buckets of keys
+    regions: int = 0  # regions of the key summed apart in the first pass (0: the whole table's totals)
+    regions_again: int = 0  # regions whose sums differed: the second pass summed only those by buckets
     keys: tuple[tuple[Any, ...], ...] = field(default=(), compare=False, repr=False)  # every differing key
 
     @property
@@ -103,7 +110,8 @@ class TableCheck:
                 "twice": list(self.twice), "differing": self.differing, "buckets": self.buckets,
                 "not_checked": self.not_checked, "point": self.point,
                 "seconds": round(self.seconds, 3), "source_seconds": round(self.source_seconds, 3),
-                "mirror_seconds": round(self.mirror_seconds, 3), "by_bucket": self.by_bucket}
+                "mirror_seconds": round(self.mirror_seconds, 3), "by_bucket": self.by_bucket,
+                "regions": self.regions, "regions_again": self.regions_again}
 
 
 @dataclass(frozen=True)
@@ -552,10 +560,12 @@ TOTAL = -1  # the one "bucket" of a first pass by totals: the whole table's rows
 
 
 def source_buckets(view: SourceView, schema: TableSchema, chunks: list[Chunk], b1: bool, limit: float,
-                   by_bucket: bool = True) -> dict[int, tuple[int, int]]:
-    """Per bucket: (rows, sum of row hashes) of the whole table in the view, one query per chunk, at most
-    ``limit`` rows a second (0: no limit); with ``by_bucket`` False, the table's totals alone (bucket
-    :data:`TOTAL`), without the key's text, its CRC-32 and the server's grouping (a tenth of the time on TPC-H)."""
+                   by_bucket: bool = True, place: Callable[[Chunk], int] | None = None
+                   ) -> dict[int, tuple[int, int]]:
+    """Per bucket: (rows, sum of row hashes) of the ``chunks`` of the table in the view, one query per chunk, at
+    most ``limit`` rows a second (0: no limit); with ``by_bucket`` False, the totals alone (bucket
+    :data:`TOTAL`, or each chunk's region by ``place``: :mod:`.regions`), without the key's text, its CRC-32 and
+    the server's grouping (a tenth of the time on TPC-H)."""
     value = cs.source_value(cs.source_row(list(schema.columns), b1))
     rows = f"FROM {table_ident(schema.table)} WHERE"
     if by_bucket:  # grouped outside (only_full_group_by refuses the expression grouped by its alias)
@@ -574,7 +584,7 @@ def source_buckets(view: SourceView, schema: TableSchema, chunks: list[Chunk], b
             for b, count, total in cur.fetchall():
                 if not count:  # a chunk without rows (its SUM is NULL)
                     continue
-                acc = out.setdefault(int(b), [0, 0])
+                acc = out.setdefault(place(chunk) if place is not None and not by_bucket else int(b), [0, 0])
                 acc[0] += int(count)
                 acc[1] += int(total)
                 n += int(count)
@@ -586,8 +596,10 @@ def source_buckets(view: SourceView, schema: TableSchema, chunks: list[Chunk], b
 
 
 def source_rows(view: SourceView, schema: TableSchema, b1: bool, *, buckets: Iterable[int] = (),
-                keys: Iterable[tuple[Any, ...]] = ()) -> dict[str, tuple[str, tuple[Any, ...]]]:
-    """key text (hex) -> (row hash, key values) of the source rows in ``buckets`` or with one of ``keys``."""
+                keys: Iterable[tuple[Any, ...]] = (), where: tuple[str, list[Any]] | None = None
+                ) -> dict[str, tuple[str, tuple[Any, ...]]]:
+    """key text (hex) -> (row hash, key values) of the source rows in ``buckets`` (of those ``where`` holds for:
+    SQL and its parameters) or with one of ``keys``."""
     row = cs.source_row(list(schema.columns), b1)
     key = cs.source_key(_key_columns(schema), b1)
     select = (f"SELECT {key}, {row}, {', '.join(ident(k) for k in schema.primary_key)} "
@@ -597,8 +609,9 @@ def source_rows(view: SourceView, schema: TableSchema, b1: bool, *, buckets: Ite
     try:
         wanted = sorted(set(buckets))
         if wanted:
-            cur.execute(select + f"{cs.source_bucket(_key_columns(schema), b1)} IN ({', '.join(map(str, wanted))})",
-                        [])
+            also, params = (f" AND ({where[0]})", list(where[1])) if where is not None else ("", [])
+            cur.execute(select + f"{cs.source_bucket(_key_columns(schema), b1)} IN ({', '.join(map(str, wanted))})"
+                        + also, params)
             out.update({str(r[0]): (str(r[1]), tuple(r[2:])) for r in cur.fetchall()})
         keys = list(keys)
         names = ", ".join(ident(k) for k in schema.primary_key)
@@ -653,15 +666,17 @@ def _register(spark: Any, flavor: str, udf: Callable[..., Any]) -> None:
 _K, _H, _B, _S = (f"__mysql_cdc_{n}" for n in ("key", "row_hash", "bucket", "sum"))
 
 
-def mirror_buckets(rows: Any, schema: TableSchema, b1: bool, by_bucket: bool = True) -> dict[int, tuple[int, int]]:
+def mirror_buckets(rows: Any, schema: TableSchema, b1: bool, by_bucket: bool = True, region: str | None = None
+                   ) -> dict[int, tuple[int, int]]:
     """Per bucket: (rows, sum of row hashes) of the mirror table, one Spark job (SQL text only: no
     ``pyspark.sql.functions``, whose classic module a Spark Connect client beside a classic install cannot use);
-    with ``by_bucket`` False, its totals alone (bucket :data:`TOTAL`)."""
+    with ``by_bucket`` False, its totals alone (bucket :data:`TOTAL`, or per region by the Spark SQL
+    ``region``: :mod:`.regions`)."""
     value = f"{cs.mirror_value(cs.mirror_row(list(schema.columns), b1))} AS {_S}"
     if by_bucket:
         sums = rows.selectExpr(f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}", value).groupBy(_B)
-    else:
-        sums = rows.selectExpr(f"{TOTAL} AS {_B}", value).groupBy(_B)  # no row: no group, as the source's
+    else:  # no row: no group, as the source's
+        sums = rows.selectExpr(f"{region if region is not None else TOTAL} AS {_B}", value).groupBy(_B)
     sums = sums.agg({"*": "count", _S: "sum"})
     n, total = (next(c for c in sums.columns if c.startswith(f)) for f in ("count(", "sum("))  # in no set order
     return {int(r[_B]): (int(r[n]), int(r[total])) for r in sums.collect()}
@@ -722,12 +737,25 @@ def _compare(src: dict[int, tuple[int, int]], mir: dict[int, tuple[int, int]]) -
     return sorted(b for b in set(src) | set(mir) if src.get(b, (0, 0)) != mir.get(b, (0, 0)))
 
 
-def _less(sums: dict[int, tuple[int, int]], rows: dict[str, tuple[str, tuple[Any, ...]]], by_bucket: bool = True
-          ) -> dict[int, tuple[int, int]]:
-    """``sums`` without ``rows`` (key hash -> row hash), per bucket or in the totals (:data:`TOTAL`)."""
+def _by_bucket(key_hex: str, key: tuple[Any, ...]) -> int:
+    return cs.bucket_of(key_hex)
+
+
+def _in_total(key_hex: str, key: tuple[Any, ...]) -> int:
+    return TOTAL
+
+
+def _in_region(reg: Regions, key_hex: str, key: tuple[Any, ...]) -> int:
+    return reg.of_key(key[0])
+
+
+def _less(sums: dict[int, tuple[int, int]], rows: dict[str, tuple[str, tuple[Any, ...]]],
+          place: Callable[[str, tuple[Any, ...]], int] = _by_bucket) -> dict[int, tuple[int, int]]:
+    """``sums`` without ``rows`` (key text as hex -> (row hash, key values)), each where ``place`` puts it: its
+    bucket, the totals (:func:`_in_total`) or its region."""
     out = {b: list(v) for b, v in sums.items()}
-    for k, (h, _) in rows.items():
-        acc = out.setdefault(cs.bucket_of(k) if by_bucket else TOTAL, [0, 0])
+    for k, (h, key) in rows.items():
+        acc = out.setdefault(place(k, key), [0, 0])
         acc[0] -= 1
         acc[1] -= cs.hash_value(h)
     return {b: (c, s) for b, (c, s) in out.items() if c or s}
@@ -777,7 +805,9 @@ class _Round:
     source_seconds: float = 0.0  # the source's checksums (one query per chunk)
     mirror_seconds: float = 0.0  # the mirror's (one Spark job, run meanwhile)
     flux_seconds: float = 0.0  # the keys in flux: the binlog between the two points, their rows on both sides
-    by_bucket: bool = False  # the totals differed: both sides summed again by buckets of keys
+    by_bucket: bool = False  # the sums differed: both sides summed again by buckets of keys
+    regions: int = 0  # regions of the key summed apart in the first pass (0: the table's totals; .regions)
+    regions_again: int = 0  # of which summed again by buckets, their sums differing
 
 
 @dataclass
@@ -892,14 +922,8 @@ class Verifier:
         pool = ThreadPoolExecutor(max_workers=1)
         try:
             mir_future = None
+            reg: Regions | None = None
             if keys is None:  # the mirror's Spark job runs while the server sums the source
-                def mirror_side(by_bucket: bool) -> dict[int, tuple[int, int]]:
-                    t0 = time.monotonic()
-                    try:
-                        return mirror_buckets(mirror.rows, schema, self.b1, by_bucket)
-                    finally:
-                        out.mirror_seconds += time.monotonic() - t0
-                mir_future = pool.submit(mirror_side, False)  # first the totals: a clean table needs no more
                 t0 = time.monotonic()
                 recorded = self.store.plan_record(schema.table)
                 sizes = recorded.sizes if recorded is not None else None
@@ -911,9 +935,22 @@ class Verifier:
                 chunks = checked_chunks(schema.table, schema.chunk_key,
                                         list(recorded.chunks) if recorded is not None else None,
                                         recorded.outside if recorded is not None else frozenset(), cut)
-                src = source_buckets(view, schema, chunks, self.b1, self.limit, by_bucket=False)
+                reg = self._regions(schema, chunks)
+                region = reg.spark_region(cs._spark_ident(schema.primary_key[0])) if reg is not None else None
+
+                def mirror_side(by_bucket: bool, where: str | None = None) -> dict[int, tuple[int, int]]:
+                    t0 = time.monotonic()
+                    try:
+                        rows = mirror.rows if where is None else mirror.rows.filter(where)
+                        return mirror_buckets(rows, schema, self.b1, by_bucket, region)
+                    finally:
+                        out.mirror_seconds += time.monotonic() - t0
+                mir_future = pool.submit(mirror_side, False)  # first the totals: a clean table needs no more
+                src = source_buckets(view, schema, chunks, self.b1, self.limit, by_bucket=False,
+                                     place=reg.of_chunk if reg is not None else None)
                 out.source_seconds += time.monotonic() - t0
                 out.chunks = len(chunks)
+                out.regions = len(reg) if reg is not None else 0
             t0 = time.monotonic()
             if view.high is None:
                 view.high = server_end(self.profile, self.facts, view.conn)
@@ -936,29 +973,49 @@ class Verifier:
                 return out
             assert mir_future is not None
             mir = mir_future.result()
-            src_less, mir_less = _less(src, src_flux, False), _less(mir, mir_flux, False)
+            first: Callable[[str, tuple[Any, ...]], int] = _in_total
+            if reg is not None:
+                first = partial(_in_region, reg)
+            src_less, mir_less = _less(src, src_flux, first), _less(mir, mir_flux, first)
+            out.rows = sum(c for c, _ in src_less.values())
             differ: list[int] = []
-            if _compare(src_less, mir_less):  # the totals differ: both sides again by buckets, in the same view
-                out.by_bucket = True            # and the same version of the mirror
-                mir_future = pool.submit(mirror_side, True)
+            src_where: tuple[str, list[Any]] | None = None
+            mir_rows = mirror.rows
+            regions_again = _compare(src_less, mir_less)
+            if regions_again:  # the sums differ: both sides again by buckets, in the same view and the same
+                out.by_bucket = True  # version of the mirror
+                again = chunks
+                if reg is not None:  # only the regions whose sums differ
+                    out.regions_again = len(regions_again)
+                    wanted = set(regions_again)
+                    src_where = reg.source_where(regions_again, ident(schema.primary_key[0]))
+                    mir_where = reg.spark_where(regions_again, cs._spark_ident(schema.primary_key[0]))
+                    if not self._exact_stats(schema, reg):  # files are not to be skipped by the key's statistics
+                        mir_where = f"({region}) IN ({', '.join(str(int(r)) for r in regions_again)})"
+                    mir_rows = mirror.rows.filter(mir_where)
+                    again = [c for c in chunks if reg.of_chunk(c) in wanted]
+                    src_flux = {k: v for k, v in src_flux.items() if reg.of_key(v[1][0]) in wanted}
+                    mir_flux = {k: v for k, v in mir_flux.items() if reg.of_key(v[1][0]) in wanted}
+                    mir_future = pool.submit(mirror_side, True, mir_where)
+                else:
+                    mir_future = pool.submit(mirror_side, True)
                 t0 = time.monotonic()
-                src = source_buckets(view, schema, chunks, self.b1, self.limit)
+                src = source_buckets(view, schema, again, self.b1, self.limit)
                 out.source_seconds += time.monotonic() - t0
                 mir = mir_future.result()
                 src_less, mir_less = _less(src, src_flux), _less(mir, mir_flux)
                 differ = _compare(src_less, mir_less)
-                if not differ:  # totals differ, buckets agree: no key to name, never reported as agreeing
+                if not differ:  # sums differ, buckets agree: no key to name, never reported as agreeing
                     out.diff.buckets = 1
             if differ:
                 narrowed, twice = differ[:_NARROWED], dict[str, tuple[Any, ...]]()
-                out.diff = _diff(source_rows(view, schema, self.b1, buckets=narrowed),
-                                 mirror_rows(self.spark, mirror.rows, schema, self.b1, mirror.fmt, buckets=narrowed,
+                out.diff = _diff(source_rows(view, schema, self.b1, buckets=narrowed, where=src_where),
+                                 mirror_rows(self.spark, mir_rows, schema, self.b1, mirror.fmt, buckets=narrowed,
                                              twice=twice), skip)
                 out.diff.twice = {k: v for k, v in twice.items() if k not in skip}
                 out.diff.buckets = len(differ) - len(narrowed)
                 if not len(out.diff):  # the sums differ, and no key says why: never reported as agreeing
                     out.diff.buckets = len(differ)
-            out.rows = sum(c for c, _ in src_less.values())
             _still(mirror, schema.table)
             return out
         finally:
@@ -966,6 +1023,26 @@ class Verifier:
             with contextlib.suppress(Exception):
                 view.conn.rollback()
             view.conn.close()
+
+    def _regions(self, schema: TableSchema, chunks: list[Chunk]) -> Regions | None:
+        """The regions the first pass sums each side by (:mod:`.regions`), where the key is one integer column
+        that the chunks split; else ``None`` (the whole table's totals)."""
+        if len(schema.primary_key) != 1 or tuple(schema.chunk_key) != tuple(schema.primary_key) or any(
+                tuple(c.key_columns) != tuple(schema.primary_key) for c in chunks):
+            return None
+        col = schema.column(schema.primary_key[0])
+        if not col.is_integral or spark_type(col, self.b1) == "BOOLEAN":
+            return None
+        return regions(chunks)
+
+    def _exact_stats(self, schema: TableSchema, reg: Regions) -> bool:
+        """Whether a filter on the key by the regions' starts may skip the mirror's files by their statistics:
+        not where the key is a ``BIGINT UNSIGNED`` (the mirror's DECIMAL(20,0)) and a start is at or above 2^53,
+        since delta-rs keeps a DECIMAL's statistics as doubles (``keyrange.EXACT_LIMIT``) and Spark's Delta,
+        which reads them, would skip files that hold rows of the region (the filter is then the region's
+        ``CASE``, which no statistic answers)."""
+        col = schema.column(schema.primary_key[0])
+        return not spark_type(col, self.b1).startswith("DECIMAL") or all(abs(s) < EXACT_LIMIT for s in reg.starts)
 
     def _check(self, schema: TableSchema, started: float) -> TableCheck:
         first = self._round(schema, None)
@@ -985,4 +1062,5 @@ class Verifier:
                           buckets=first.diff.buckets, point=first.point,
                           seconds=time.monotonic() - started, source_seconds=first.source_seconds,
                           mirror_seconds=first.mirror_seconds, by_bucket=first.by_bucket,
+                          regions=first.regions, regions_again=first.regions_again,
                           keys=tuple(k for part in (d.missing, d.extra, d.changed, d.twice) for k in part.values()))
