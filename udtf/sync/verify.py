@@ -938,14 +938,13 @@ class Verifier:
                 reg = self._regions(schema, chunks)
                 region = reg.spark_region(cs._spark_ident(schema.primary_key[0])) if reg is not None else None
 
-                def mirror_side(by_bucket: bool, where: str | None = None) -> dict[int, tuple[int, int]]:
+                def mirror_side(by_bucket: bool, rows: Any) -> dict[int, tuple[int, int]]:
                     t0 = time.monotonic()
                     try:
-                        rows = mirror.rows if where is None else mirror.rows.filter(where)
                         return mirror_buckets(rows, schema, self.b1, by_bucket, region)
                     finally:
                         out.mirror_seconds += time.monotonic() - t0
-                mir_future = pool.submit(mirror_side, False)  # first the totals: a clean table needs no more
+                mir_future = pool.submit(mirror_side, False, mirror.rows)  # first the sums: a clean table needs no more
                 src = source_buckets(view, schema, chunks, self.b1, self.limit, by_bucket=False,
                                      place=reg.of_chunk if reg is not None else None)
                 out.source_seconds += time.monotonic() - t0
@@ -973,9 +972,7 @@ class Verifier:
                 return out
             assert mir_future is not None
             mir = mir_future.result()
-            first: Callable[[str, tuple[Any, ...]], int] = _in_total
-            if reg is not None:
-                first = partial(_in_region, reg)
+            first = partial(_in_region, reg) if reg is not None else _in_total
             src_less, mir_less = _less(src, src_flux, first), _less(mir, mir_flux, first)
             out.rows = sum(c for c, _ in src_less.values())
             differ: list[int] = []
@@ -996,9 +993,7 @@ class Verifier:
                     again = [c for c in chunks if reg.of_chunk(c) in wanted]
                     src_flux = {k: v for k, v in src_flux.items() if reg.of_key(v[1][0]) in wanted}
                     mir_flux = {k: v for k, v in mir_flux.items() if reg.of_key(v[1][0]) in wanted}
-                    mir_future = pool.submit(mirror_side, True, mir_where)
-                else:
-                    mir_future = pool.submit(mirror_side, True)
+                mir_future = pool.submit(mirror_side, True, mir_rows)
                 t0 = time.monotonic()
                 src = source_buckets(view, schema, again, self.b1, self.limit)
                 out.source_seconds += time.monotonic() - t0
