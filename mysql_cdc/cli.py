@@ -586,11 +586,18 @@ def with_lake_jars(ns: argparse.Namespace, say: bool = True) -> None:
     """Add the format's Spark jars, SQL extension (and for Delta its catalog) to the sync's Spark settings
     (``--conf``): for Iceberg always (Iceberg has runtimes for Spark 4.0 and 4.1; the target's catalog is the
     user's, checked here), for Delta when ``--writer`` asks for Spark's Delta, or leaves it to us (auto) and Delta
-    has jars for this pyspark. The writer is said in one line on stdout (stderr is for errors) unless not
+    has jars for this pyspark; in local mode Spark's Delta rebuilds a table's state with as many tasks as cores
+    (``delta_snapshot_partitions``). The writer is said in one line on stdout (stderr is for errors) unless not
     ``say`` (verify: its stdout is the report). Settings the user gave win."""
     import pyspark
 
-    from mysql_cdc.udtf.sync.sinks import delta_artifact, iceberg_artifact, parse_target
+    from mysql_cdc.udtf.sync.sinks import (
+        SNAPSHOT_PARTITIONS,
+        delta_artifact,
+        delta_snapshot_partitions,
+        iceberg_artifact,
+        parse_target,
+    )
 
     given = {k for k, _ in ns.conf}
     if getattr(ns, "format", "delta") == "iceberg":
@@ -635,6 +642,9 @@ def with_lake_jars(ns: argparse.Namespace, say: bool = True) -> None:
         return
     conf = [("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
             ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")]
+    tasks = delta_snapshot_partitions(ns.master, os.cpu_count() or 1)
+    if tasks is not None:  # local mode: a table's state rebuilt by as many tasks as cores, not Delta's 50
+        conf.append((SNAPSHOT_PARTITIONS, str(tasks)))
     ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]
     if "delta-spark" not in dict(ns.conf).get("spark.jars.packages", ""):
         _add_package(ns, artifact)

@@ -10,6 +10,7 @@ functions, view) and a Spark Connect thin client of this version run too.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import glob
 import hashlib
@@ -203,8 +204,17 @@ def test_the_sync_killed_with_minus_9_converges(info: ServerInfo, profile: Conne
                                                tmp_path: Any) -> None:
     import deltalake
 
+    from mysql_cdc.cli import with_lake_jars
     from mysql_cdc.udtf.sync.mirror import table_path
+    from mysql_cdc.udtf.sync.sinks import SNAPSHOT_PARTITIONS
 
+    # the CLI's Spark's Delta rebuilds a table's state with as many tasks as local cores (Delta's 50 made each of
+    # this test's batches 20 s instead of 8), on a cluster with Delta's own number, and with the user's if given
+    for master, given, want in (("local[2]", [], "2"), ("spark://head:7077", [], None),
+                                ("local[2]", [(SNAPSHOT_PARTITIONS, "7")], "7")):
+        ns = argparse.Namespace(writer="auto", master=master, conf=list(given))
+        with_lake_jars(ns, say=False)
+        assert dict(ns.conf).get(SNAPSHOT_PARTITIONS) == want and len(ns.conf) == len(dict(ns.conf)), ns.conf
     _make(root)
     to, ck, state, log = (str(tmp_path / n) for n in ("lake", "ck", "state", "log"))
     args = ["--tables", f"{db}[.](a|b|c)", "--to", to, "--checkpoint", ck, "--state-dir", state, "--chunk-size",
@@ -629,8 +639,6 @@ def test_the_sync_into_iceberg_converges_after_a_kill_and_follows_schema_changes
 
     assert iceberg_artifact(pyspark.__version__), "Iceberg's runtime exists for Spark 4.0 and 4.1"
     # the CLI adds the runtime beside packages the user gives (a catalog's bundle), and the SQL extension
-    import argparse
-
     from mysql_cdc.cli import with_lake_jars
 
     ns = argparse.Namespace(format="iceberg", writer="auto", to="lake.m", conf=[
