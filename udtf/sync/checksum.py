@@ -28,9 +28,10 @@ TEXT, JSON / BLOB, geometry                SHA-256 of its UTF-8 text / of its by
 A row's hash is the SHA-256 of its columns' texts joined by ``|`` (unambiguous: a string's text starts with its
 length, no other text holds a ``|`` or is ``~``). SHA-256 and not MD5: MySQL 9.7 has no ``MD5()`` or ``SHA1()`` any
 more. The checksum of a set of rows is their count and the sum of each row hash's first 16 hex digits read as an
-unsigned 64-bit number: order-independent, and exact on both sides (the server sums into DECIMAL, Spark into
-``DECIMAL(38,0)``). Rows go into :data:`BUCKETS`-many buckets by the CRC-32 of their key's text, so that both sides
-group them alike whatever the column's collation; a differing bucket is narrowed down to its keys.
+unsigned 64-bit number: order-independent, and exact on both sides (the server sums into DECIMAL, Spark sums its
+two 32-bit halves apart in BIGINT: :func:`mirror_values`). Rows go into :data:`BUCKETS`-many buckets by the CRC-32
+of their key's text, so that both sides group them alike whatever the column's collation; a differing bucket is
+narrowed down to its keys.
 
 >>> double_text(0.1), double_text(1e21), double_text(1.5e15), double_text(3e-7), double_text(-0.0, 'mysql')
 ('0.1', '1e21', '1.5e15', '0.0000003', '0')
@@ -171,9 +172,21 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     return f"CAST({c} AS CHAR)"
 
 
+_MAY_BE_NULL = frozenset({"date", "datetime", "timestamp"})  # a zero date's text is NULL, in a NOT NULL column too
+
+
 def source_join(cols: list[ColumnInfo], b1: bool = False) -> str:
-    """The source's SQL for a row's columns' texts joined by ``|`` (what its hash is of)."""
-    texts = ", ".join(f"COALESCE({source_text(c, b1)}, '{NULL_TEXT}')" for c in cols)
+    """The source's SQL for a row's columns' texts joined by ``|`` (what its hash is of). A NULL is ``~``; a
+    column that holds none (NOT NULL, and not a date or time, whose zero is NULL) goes in without the
+    ``COALESCE``, which cost a fifth of the texts' time (MySQL 9.7, TPC-H orders: 3.1 s instead of 3.9). The mirror
+    keeps its ``COALESCE`` on every column (:func:`mirror_join`): a NULL there is damage, and must be hashed.
+
+    >>> source_join([ColumnInfo("id", "int", "int", False), ColumnInfo("d", "date", "date", False)])
+    "CONCAT_WS('|', CAST(`id` + 0 AS CHAR), COALESCE(IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, \
+DATE_FORMAT(`d`, '%%Y-%%m-%%d')), '~'))"
+    """
+    texts = ", ".join(source_text(c, b1) if not c.nullable and c.data_type not in _MAY_BE_NULL
+                      else f"COALESCE({source_text(c, b1)}, '{NULL_TEXT}')" for c in cols)
     return f"CONCAT_WS('{SEPARATOR}', {texts})"
 
 
@@ -181,8 +194,8 @@ def source_row(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str
     """The source server's SQL for the hash of a row of ``cols`` (64 hex digits).
 
     >>> source_row([ColumnInfo("id", "int", "int", False), ColumnInfo("n", "varchar", "varchar(9)", True, "latin1")])
-    "SHA2(CONCAT_WS('|', COALESCE(CAST(`id` + 0 AS CHAR), '~'), COALESCE(CONCAT(LENGTH(CONVERT(`n` USING utf8mb4)), \
-':', CONVERT(`n` USING utf8mb4)), '~')), 256)"
+    "SHA2(CONCAT_WS('|', CAST(`id` + 0 AS CHAR), COALESCE(CONCAT(LENGTH(CONVERT(`n` USING utf8mb4)), ':', \
+CONVERT(`n` USING utf8mb4)), '~')), 256)"
     >>> source_row([ColumnInfo("n", "varchar", "varchar(9)", True, "utf8mb4")])  # UTF-8 already: no CONVERT
     "SHA2(CONCAT_WS('|', COALESCE(CONCAT(LENGTH(`n`), ':', `n`), '~')), 256)"
     """
@@ -261,9 +274,27 @@ def mirror_key(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str
     return f"hex({mirror_join(cols, tinyint1_as_boolean)})"
 
 
-def mirror_value(row_hash: str) -> str:
-    """Spark SQL for the number a row hash adds to its bucket's sum: the same as :func:`source_value`."""
-    return f"CAST(conv(substr({row_hash}, 1, 16), 16, 10) AS DECIMAL(38,0))"
+HALF = 1 << 32  # a row hash's number is its high half times HALF plus its low half
+
+
+def mirror_values(row_hash: str) -> tuple[str, str]:
+    """Spark SQL for the halves of the number a row hash adds to its bucket's sum (:func:`source_value`'s): its
+    first 8 hex digits and its next 8, each a BIGINT. Summed apart they stay exact in BIGINT (each below 2^32, a
+    table below 2^31 rows), and the bucket's sum is ``high * HALF + low`` (:func:`joined_sum`): the same number
+    as summing the whole values into DECIMAL(38, 0), which took Spark twice as long (1.5 M rows on 2 cores: 2.0-2.6
+    s for the hash and its sum, 1.2-1.3 s so).
+
+    >>> h = "00000001fffffffe" + "0" * 48
+    >>> joined_sum(int(h[:8], 16), int(h[8:16], 16)) == hash_value(h)
+    True
+    """
+    return (f"CAST(conv(substr({row_hash}, 1, 8), 16, 10) AS BIGINT)",
+            f"CAST(conv(substr({row_hash}, 9, 8), 16, 10) AS BIGINT)")
+
+
+def joined_sum(high: int, low: int) -> int:
+    """A sum of row hashes' numbers from the sums of their halves (:func:`mirror_values`)."""
+    return high * HALF + low
 
 
 def mirror_bucket(key_cols: list[ColumnInfo], tinyint1_as_boolean: bool = False, buckets: int = BUCKETS) -> str:

@@ -672,14 +672,16 @@ def mirror_buckets(rows: Any, schema: TableSchema, b1: bool, by_bucket: bool = T
     ``pyspark.sql.functions``, whose classic module a Spark Connect client beside a classic install cannot use);
     with ``by_bucket`` False, its totals alone (bucket :data:`TOTAL`, or per region by the Spark SQL
     ``region``: :mod:`.regions`)."""
-    value = f"{cs.mirror_value(cs.mirror_row(list(schema.columns), b1))} AS {_S}"
+    row = f"{cs.mirror_row(list(schema.columns), b1)} AS {_H}"
     if by_bucket:
-        sums = rows.selectExpr(f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}", value).groupBy(_B)
+        hashed = rows.selectExpr(f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}", row)
     else:  # no row: no group, as the source's
-        sums = rows.selectExpr(f"{region if region is not None else TOTAL} AS {_B}", value).groupBy(_B)
-    sums = sums.agg({"*": "count", _S: "sum"})
-    n, total = (next(c for c in sums.columns if c.startswith(f)) for f in ("count(", "sum("))  # in no set order
-    return {int(r[_B]): (int(r[n]), int(r[total])) for r in sums.collect()}
+        hashed = rows.selectExpr(f"{region if region is not None else TOTAL} AS {_B}", row)
+    high, low = cs.mirror_values(_H)  # the hash computed once (Spark keeps a costly expression used twice apart)
+    sums = hashed.selectExpr(_B, f"{high} AS {_S}_high", f"{low} AS {_S}_low").groupBy(_B).agg(
+        {"*": "count", f"{_S}_high": "sum", f"{_S}_low": "sum"})
+    n, h, lo = (next(c for c in sums.columns if c.startswith(f)) for f in ("count(", f"sum({_S}_high", f"sum({_S}_low"))
+    return {int(r[_B]): (int(r[n]), cs.joined_sum(int(r[h]), int(r[lo]))) for r in sums.collect()}
 
 
 def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, *, buckets: Iterable[int] = (),
