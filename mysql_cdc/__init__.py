@@ -332,7 +332,7 @@ def _check_tables(verifier: Any, store: Any, checkpoint: str, profile: Any, opts
     from mysql_cdc.planner.plan import describe_now
     from mysql_cdc.state.history import schema_at
     from mysql_cdc.udtf.sync.job import batch_end, captured_schemas, committed_batches
-    from mysql_cdc.udtf.sync.verify import TableCheck, VerifyReport, column_drift
+    from mysql_cdc.udtf.sync.verify import TableCheck, VerifyReport, column_drift, nullable_either
 
     checks: list[TableCheck] = []
     done = committed_batches(checkpoint)
@@ -357,5 +357,5 @@ def _check_tables(verifier: Any, store: Any, checkpoint: str, profile: Any, opts
             checks.append(TableCheck(name, not_checked=f"its columns changed since the mirror's point ({drift}): "
                                      "verify again once the sync has followed the change"))
             continue
-        checks.append(verifier.check(schema))
+        checks.append(verifier.check(nullable_either(schema, now[0].columns)))
     return VerifyReport(tuple(checks), time.monotonic() - started)

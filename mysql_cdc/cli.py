@@ -642,7 +642,8 @@ def with_lake_jars(ns: argparse.Namespace, say: bool = True) -> None:
         return
     conf = [("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
             ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")]
-    tasks = delta_snapshot_partitions(ns.master, os.cpu_count() or 1)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    tasks = delta_snapshot_partitions(getattr(ns, "master", "local[*]"), cpus)
     if tasks is not None:  # local mode: a table's state rebuilt by as many tasks as cores, not Delta's 50
         conf.append((SNAPSHOT_PARTITIONS, str(tasks)))
     ns.conf = [*ns.conf, *((k, v) for k, v in conf if k not in given)]

@@ -29,7 +29,7 @@ A row's hash is the SHA-256 of its columns' texts joined by ``|`` (unambiguous: 
 length, no other text holds a ``|`` or is ``~``). SHA-256 and not MD5: MySQL 9.7 has no ``MD5()`` or ``SHA1()`` any
 more. The checksum of a set of rows is their count and the sum of each row hash's first 16 hex digits read as an
 unsigned 64-bit number: order-independent, and exact on both sides (the server sums into DECIMAL, Spark sums its
-two 32-bit halves apart in BIGINT: :func:`mirror_values`). Rows go into :data:`BUCKETS`-many buckets by the CRC-32
+three parts apart in BIGINT: :func:`mirror_values`). Rows go into :data:`BUCKETS`-many buckets by the CRC-32
 of their key's text, so that both sides group them alike whatever the column's collation; a differing bucket is
 narrowed down to its keys.
 
@@ -177,9 +177,11 @@ _MAY_BE_NULL = frozenset({"date", "datetime", "timestamp"})  # a zero date's tex
 
 def source_join(cols: list[ColumnInfo], b1: bool = False) -> str:
     """The source's SQL for a row's columns' texts joined by ``|`` (what its hash is of). A NULL is ``~``; a
-    column that holds none (NOT NULL, and not a date or time, whose zero is NULL) goes in without the
-    ``COALESCE``, which cost a fifth of the texts' time (MySQL 9.7, TPC-H orders: 3.1 s instead of 3.9). The mirror
-    keeps its ``COALESCE`` on every column (:func:`mirror_join`): a NULL there is damage, and must be hashed.
+    column that holds none (NOT NULL, and not a DATE, DATETIME or TIMESTAMP, whose zero is NULL) goes in without
+    the ``COALESCE``, which cost a fifth of the texts' time (MySQL 9.7, TPC-H orders, the texts alone less the
+    scan: 3.1 s instead of 3.9). The mirror keeps its ``COALESCE`` on every column (:func:`mirror_join`): a NULL
+    there is damage, and must be hashed. Verify takes a column as NOT NULL only if it was so at the mirror's point
+    and is so now (:func:`~mysql_cdc.udtf.sync.verify.nullable_either`).
 
     >>> source_join([ColumnInfo("id", "int", "int", False), ColumnInfo("d", "date", "date", False)])
     "CONCAT_WS('|', CAST(`id` + 0 AS CHAR), COALESCE(IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, \
@@ -274,27 +276,32 @@ def mirror_key(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str
     return f"hex({mirror_join(cols, tinyint1_as_boolean)})"
 
 
-HALF = 1 << 32  # a row hash's number is its high half times HALF plus its low half
+# a row hash's number (its first 16 hex digits) in parts, as (first digit, digits): 20, 24 and 20 bits
+PARTS = ((1, 5), (6, 6), (12, 5))
 
 
-def mirror_values(row_hash: str) -> tuple[str, str]:
-    """Spark SQL for the halves of the number a row hash adds to its bucket's sum (:func:`source_value`'s): its
-    first 8 hex digits and its next 8, each a BIGINT. Summed apart they stay exact in BIGINT (each below 2^32, a
-    table below 2^31 rows), and the bucket's sum is ``high * HALF + low`` (:func:`joined_sum`): the same number
-    as summing the whole values into DECIMAL(38, 0), which took Spark twice as long (1.5 M rows on 2 cores: 2.0-2.6
-    s for the hash and its sum, 1.2-1.3 s so).
+def mirror_values(row_hash: str) -> list[str]:
+    """Spark SQL for the parts of the number a row hash adds to its bucket's sum (:func:`source_value`'s): its hex
+    digits 1-5, 6-11 and 12-16 (:data:`PARTS`), each a BIGINT. Summed apart they stay exact in BIGINT (each below
+    2^24, so up to 2^39 rows in a group), and the bucket's sum is :func:`joined_sum` of theirs: the same number as
+    summing the whole values into DECIMAL(38, 0), which took Spark about twice as long (the hash and its sum over
+    1.5 M rows on 2 cores, alone: 2.0-2.6 s so, 1.2-1.3 s in two BIGINT halves).
 
-    >>> h = "00000001fffffffe" + "0" * 48
-    >>> joined_sum(int(h[:8], 16), int(h[8:16], 16)) == hash_value(h)
+    >>> mirror_values("h")[1]
+    'CAST(conv(substr(h, 6, 6), 16, 10) AS BIGINT)'
+    >>> h = "fffff1234567abcde" + "0" * 47
+    >>> joined_sum([int(h[a - 1:a - 1 + n], 16) for a, n in PARTS]) == hash_value(h)
     True
     """
-    return (f"CAST(conv(substr({row_hash}, 1, 8), 16, 10) AS BIGINT)",
-            f"CAST(conv(substr({row_hash}, 9, 8), 16, 10) AS BIGINT)")
+    return [f"CAST(conv(substr({row_hash}, {a}, {n}), 16, 10) AS BIGINT)" for a, n in PARTS]
 
 
-def joined_sum(high: int, low: int) -> int:
-    """A sum of row hashes' numbers from the sums of their halves (:func:`mirror_values`)."""
-    return high * HALF + low
+def joined_sum(sums: list[int]) -> int:
+    """A sum of row hashes' numbers from the sums of their parts (:func:`mirror_values`), in order."""
+    total = 0
+    for (_, n), part in zip(PARTS, sums, strict=True):
+        total = (total << (4 * n)) + part
+    return total
 
 
 def mirror_bucket(key_cols: list[ColumnInfo], tinyint1_as_boolean: bool = False, buckets: int = BUCKETS) -> str:

@@ -152,10 +152,12 @@ def delta_snapshot_partitions(master: str, cpus: int) -> int | None:
 
     >>> delta_snapshot_partitions("local[2]", 8), delta_snapshot_partitions("local[*]", 8)
     (2, 8)
-    >>> delta_snapshot_partitions("local", 8), delta_snapshot_partitions("spark://head:7077", 8)
-    (1, None)
+    >>> delta_snapshot_partitions("local", 8), delta_snapshot_partitions("local[4 , 2]", 8)
+    (1, 4)
+    >>> delta_snapshot_partitions("spark://head:7077", 8), delta_snapshot_partitions("local-cluster[2,1,1024]", 8)
+    (None, None)
     """
-    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    m = re.fullmatch(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?", master.strip())
     if m is None:
         return None
     cores = m.group(1)

@@ -233,6 +233,24 @@ def column_drift(recorded: Iterable[ColumnInfo], now: Iterable[ColumnInfo]) -> s
     return "; ".join(out) or None
 
 
+def nullable_either(recorded: TableSchema, now: Iterable[ColumnInfo]) -> TableSchema:
+    """``recorded`` with each column NULL-able that is so now or was then: the server joins a NOT NULL column's
+    text without a ``COALESCE`` (:func:`~mysql_cdc.udtf.sync.checksum.source_join`), so a column made NULL-able
+    since the mirror's point, and holding a NULL, must not be taken as NOT NULL.
+
+    >>> from mysql_cdc.schema import ColumnInfo as C
+    >>> s = TableSchema(TableId("d", "t"), (C("id", "int", "int", False), C("v", "int", "int", False)), ("id",),
+    ...                 ("id",))
+    >>> [c.nullable for c in nullable_either(s, [C("id", "int", "int", False), C("v", "int", "int", True)]).columns]
+    [False, True]
+    """
+    loose = {c.name for c in now if c.nullable}
+    if not any(not c.nullable and c.name in loose for c in recorded.columns):
+        return recorded
+    return replace(recorded, columns=tuple(replace(c, nullable=True) if c.name in loose else c
+                                           for c in recorded.columns))
+
+
 def differing_range(schema: TableSchema, check: TableCheck) -> KeyRange | None:
     """The keys of ``check`` that differ, as a key range of those keys alone (:meth:`KeyRange.of_keys`; a long
     list joined across its smallest gaps), where a range of the table can be read again
@@ -677,11 +695,12 @@ def mirror_buckets(rows: Any, schema: TableSchema, b1: bool, by_bucket: bool = T
         hashed = rows.selectExpr(f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}", row)
     else:  # no row: no group, as the source's
         hashed = rows.selectExpr(f"{region if region is not None else TOTAL} AS {_B}", row)
-    high, low = cs.mirror_values(_H)  # the hash computed once (Spark keeps a costly expression used twice apart)
-    sums = hashed.selectExpr(_B, f"{high} AS {_S}_high", f"{low} AS {_S}_low").groupBy(_B).agg(
-        {"*": "count", f"{_S}_high": "sum", f"{_S}_low": "sum"})
-    n, h, lo = (next(c for c in sums.columns if c.startswith(f)) for f in ("count(", f"sum({_S}_high", f"sum({_S}_low"))
-    return {int(r[_B]): (int(r[n]), cs.joined_sum(int(r[h]), int(r[lo]))) for r in sums.collect()}
+    parts = [f"{_S}{i}" for i in range(len(cs.PARTS))]  # the hash computed once: Spark keeps a costly expression
+    sums = hashed.selectExpr(_B, *(f"{e} AS {p}" for e, p in zip(cs.mirror_values(_H), parts))).groupBy(_B).agg(
+        {"*": "count", **dict.fromkeys(parts, "sum")})  # used more than once apart
+    n = next(c for c in sums.columns if c.startswith("count("))  # in no set order
+    got = [next(c for c in sums.columns if c == f"sum({p})") for p in parts]
+    return {int(r[_B]): (int(r[n]), cs.joined_sum([int(r[g]) for g in got])) for r in sums.collect()}
 
 
 def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, *, buckets: Iterable[int] = (),
