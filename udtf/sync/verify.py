@@ -695,12 +695,12 @@ def mirror_buckets(rows: Any, schema: TableSchema, b1: bool, by_bucket: bool = T
         hashed = rows.selectExpr(f"{cs.mirror_bucket(_key_columns(schema), b1)} AS {_B}", row)
     else:  # no row: no group, as the source's
         hashed = rows.selectExpr(f"{region if region is not None else TOTAL} AS {_B}", row)
-    parts = [f"{_S}{i}" for i in range(len(cs.PARTS))]  # the hash computed once: Spark keeps a costly expression
+    # the hash computed once, in its own projection (Spark keeps a costly expression used more than once apart)
+    parts = [f"{_S}{i}" for i in range(len(cs.PARTS))]
     sums = hashed.selectExpr(_B, *(f"{e} AS {p}" for e, p in zip(cs.mirror_values(_H), parts))).groupBy(_B).agg(
-        {"*": "count", **dict.fromkeys(parts, "sum")})  # used more than once apart
-    n = next(c for c in sums.columns if c.startswith("count("))  # in no set order
-    got = [next(c for c in sums.columns if c == f"sum({p})") for p in parts]
-    return {int(r[_B]): (int(r[n]), cs.joined_sum([int(r[g]) for g in got])) for r in sums.collect()}
+        {"*": "count", **dict.fromkeys(parts, "sum")})
+    n = next(c for c in sums.columns if c.startswith("count("))  # the name is Spark's to choose
+    return {int(r[_B]): (int(r[n]), cs.joined_sum([int(r[f"sum({p})"]) for p in parts])) for r in sums.collect()}
 
 
 def mirror_rows(spark: Any, rows: Any, schema: TableSchema, b1: bool, fmt: str, *, buckets: Iterable[int] = (),
