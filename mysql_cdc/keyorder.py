@@ -4,7 +4,9 @@ Integers, DECIMAL, binary strings, temporal values and floats order the same in 
 Strings under a collation do not ('a' = 'A' under a case-insensitive collation, accents, PAD SPACE), so their
 sort keys come from the server's ``WEIGHT_STRING()`` for the column's collation: comparing those byte strings
 in Python is comparing as the server does; under a PAD SPACE collation as if the shorter were padded with
-spaces (:class:`Padded`).
+spaces (:class:`Padded`), and under one of several levels of weights (MariaDB's ``uca1400_*_as_*`` and
+``*_cs``, ``thai_520_w2``) level by level, each padded with the space's weight at that level (the server gives
+them apart: ``WEIGHT_STRING(... LEVEL n)``), as the server compares them (:func:`_weighing`).
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ def _names(col: ColumnInfo) -> tuple[str, str]:
     return cs, coll
 
 
-def _text_expr(col: ColumnInfo, trim: bool = False) -> str:
+def _text_expr(col: ColumnInfo, trim: bool = False, level: int | None = None) -> str:
     """The weights of a value of ``col`` (``%s``) under its collation, all of them (no ``AS CHAR(n)``: MariaDB
     counts ``n`` in weights, so a value with an expansion, 'ß' as 'ss', would lose its last ones); ``trim``: of
-    the value less its trailing spaces."""
+    the value less its trailing spaces; ``level``: those of that level alone."""
     cs, coll = _names(col)
     value = f"TRIM(TRAILING ' ' FROM CONVERT(%s USING {cs}))" if trim else f"CONVERT(%s USING {cs})"
-    return f"WEIGHT_STRING({value}" + (f" COLLATE {coll})" if coll else ")")
+    return f"WEIGHT_STRING({value}" + (f" COLLATE {coll}" if coll else "") + (f" LEVEL {level})" if level else ")")
 
 
 @functools.total_ordering
@@ -89,20 +91,56 @@ class Padded:
         return Padded, (self.weights, self.space)
 
 
-def _padding(conn: Any, col: ColumnInfo) -> tuple[bool, bytes | None]:
-    """How the server compares values of ``col``, asked (not known by name): PAD SPACE (``'a' = 'a '``) or not,
-    and for PAD SPACE of one level of weights (a space's weights twice are two spaces'), the space's weights."""
+# a value whose characters weigh apart at each level: a case, an accent, an expansion ('ß'), a space, a tab
+_PROBE = "Aé ß\tb-0"
+
+
+def _weighing(conn: Any, col: ColumnInfo) -> tuple[tuple[str, ...], tuple[bytes, ...] | None]:
+    """How the server compares values of ``col``, asked (not known by name): the SQL of a value's weights, one
+    expression per level compared apart, and under PAD SPACE (``'a' = 'a '``) the space's weights at each (a
+    space's weights twice are two spaces'); ``None``: NO PAD, the weights compared as bytes.
+
+    Several levels under PAD SPACE (two spaces weigh other than a space's weights twice: the levels follow each
+    other in one weight string) are asked apart where the server gives them (MariaDB's ``LEVEL n``): the levels
+    whose weights, one after the other, are the whole weight string of :data:`_PROBE`. Where it does not (MySQL
+    has no ``LEVEL``; its multi-level PAD SPACE collations are the Czech ones), the value's trailing spaces are
+    trimmed (exact but for a character weighing less than a space after a common start: 'a' and 'a\\tb')."""
     cs, coll = _names(col)
     c = f" COLLATE {coll}" if coll else ""
     cur = conn.cursor()
     try:
         cur.execute(f"SELECT CONVERT('a' USING {cs}){c} = CONVERT('a ' USING {cs}), "
-                    f"WEIGHT_STRING(CONVERT(' ' USING {cs}){c}), WEIGHT_STRING(CONVERT('  ' USING {cs}){c})")
-        pads, one, two = cur.fetchone()
+                    f"WEIGHT_STRING(CONVERT(' ' USING {cs}){c}), WEIGHT_STRING(CONVERT('  ' USING {cs}){c}), "
+                    f"WEIGHT_STRING(CONVERT(%s USING {cs}){c})", (_PROBE,))
+        pads, one, two, whole = (bytes(v or b"") if i else v for i, v in enumerate(cur.fetchone()))
+        if not pads:
+            return (_text_expr(col),), None
+        if one and two == one + one:
+            return (_text_expr(col),), (one,)
+        levels: list[tuple[int, bytes]] = []
+        seen = b""
+        for n in range(1, 7):
+            try:
+                cur.execute(f"SELECT WEIGHT_STRING(CONVERT(%s USING {cs}){c} LEVEL {n}), "
+                            f"WEIGHT_STRING(CONVERT(' ' USING {cs}){c} LEVEL {n}), "
+                            f"WEIGHT_STRING(CONVERT('  ' USING {cs}){c} LEVEL {n})", (_PROBE,))
+            except Exception as e:  # no LEVEL here (MySQL: a syntax error)
+                if getattr(e, "args", (0,))[0] not in (1064, 1149):
+                    raise
+                break
+            part, sp, sp2 = (bytes(v or b"") for v in cur.fetchone())
+            if part:
+                if not sp or sp2 != sp + sp:
+                    break  # a level whose space is not one unit of weights: not padded as Padded pads
+                levels.append((n, sp))
+                seen += part
+            if seen == whole or not whole.startswith(seen):
+                break
+        if levels and seen == whole:
+            return tuple(_text_expr(col, level=n) for n, _ in levels), tuple(sp for _, sp in levels)
+        return (_text_expr(col, trim=True),), None
     finally:
         cur.close()
-    one, two = bytes(one or b""), bytes(two or b"")
-    return bool(pads), one if pads and one and two == one + one else None
 
 
 def key_value(v: Any) -> Any:
@@ -144,18 +182,13 @@ class KeyOrder:
         self._text = [i for i, c in enumerate(self._cols) if c.is_text]
         for i in self._text:
             _names(self._cols[i])  # checked before any server is asked
-        # once the server said how each collation compares: the weights' SQL, and the space's weights of a
-        # PAD SPACE collation of one level (its sort keys Padded); of several levels, the value's trailing spaces
-        # are trimmed (exact but for a character weighing less than a space after a common start: 'a' and 'a\\tb')
-        self._exprs: dict[int, tuple[str, bytes | None]] | None = None
+        # once the server said how each collation compares (:func:`_weighing`): the weights' SQL, one per level
+        # compared apart, and the space's weights at each under PAD SPACE (its sort keys Padded)
+        self._exprs: dict[int, tuple[tuple[str, ...], tuple[bytes, ...] | None]] | None = None
 
-    def _expressions(self, conn: Any) -> dict[int, tuple[str, bytes | None]]:
+    def _expressions(self, conn: Any) -> dict[int, tuple[tuple[str, ...], tuple[bytes, ...] | None]]:
         if self._exprs is None:
-            out = {}
-            for i in self._text:
-                pads, space = _padding(conn, self._cols[i])
-                out[i] = (_text_expr(self._cols[i], trim=pads and space is None), space)
-            self._exprs = out
+            self._exprs = {i: _weighing(conn, self._cols[i]) for i in self._text}
         return self._exprs
 
     @property
@@ -163,24 +196,33 @@ class KeyOrder:
         return bool(self._text)
 
     def sort_keys(self, conn: Any, keys: Sequence[Key]) -> list[tuple[Any, ...]]:
-        """One sort key per key; a server round trip per 200 keys when the key has collated strings."""
+        """One sort key per key; a server round trip per 200 weights asked when the key has collated strings. A
+        string's is its weights (bytes), :class:`Padded` under PAD SPACE, a tuple of them, one a level, where
+        the levels are compared apart."""
         if not self._text:
             return [tuple(k) for k in keys]
         out = [list(k) for k in keys]
-        cells = [(r, i) for r in range(len(keys)) for i in self._text]
         exprs = self._expressions(conn)
+        cells = [(r, i, n) for r in range(len(keys)) for i in self._text for n in range(len(exprs[i][0]))]
+        got: dict[tuple[int, int], list[bytes]] = {}
         cur = conn.cursor()
         try:
             for lo in range(0, len(cells), _BATCH):
                 part = cells[lo:lo + _BATCH]
-                sql = "SELECT " + ", ".join(exprs[i][0] for _, i in part)
-                cur.execute(sql, [_as_text(keys[r][i]) for r, i in part])
-                row = cur.fetchone()
-                for (r, i), w in zip(part, row):
-                    weights, space = bytes(w) if w is not None else b"", exprs[i][1]
-                    out[r][i] = weights if space is None else Padded(weights, space)
+                cur.execute("SELECT " + ", ".join(exprs[i][0][n] for _, i, n in part),
+                            [_as_text(keys[r][i]) for r, i, _ in part])
+                for (r, i, _), w in zip(part, cur.fetchone()):
+                    got.setdefault((r, i), []).append(bytes(w) if w is not None else b"")
         finally:
             cur.close()
+        for (r, i), weights in got.items():
+            spaces = exprs[i][1]
+            if spaces is None:
+                out[r][i] = weights[0]
+            elif len(spaces) == 1:
+                out[r][i] = Padded(weights[0], spaces[0])
+            else:
+                out[r][i] = tuple(Padded(w, sp) for w, sp in zip(weights, spaces))
         return [tuple(k) for k in out]
 
     def fits(self, conn: Any, keys: Sequence[Key]) -> list[bool]:

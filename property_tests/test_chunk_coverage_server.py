@@ -177,3 +177,57 @@ def test_a_list_of_string_keys_is_read_as_the_server_finds_each_and_no_other_key
     finally:
         conn.cursor().execute(f"DROP DATABASE IF EXISTS `{db}`")
         conn.close()
+
+
+# collations each server has whose orders differ where PAD SPACE meets characters weighing less than a space,
+# accents, cases and expansions: one level and several (MariaDB's uca1400 *_as_* and *_cs, thai_520_w2: each
+# level padded apart; the Czech ones are MySQL's only collations of several levels under PAD SPACE, and have no
+# LEVEL there), NO PAD and binary; with the characters the values are drawn from (in the column's charset)
+ORDERS = {
+    "mariadb": ("utf8mb4_uca1400_as_cs", "utf8mb4_uca1400_as_ci", "utf8mb4_uca1400_ai_cs", "utf8mb4_thai_520_w2",
+                "utf8mb3_uca1400_swedish_as_cs", "utf8mb4_uca1400_ai_ci", "utf8mb4_unicode_520_ci",
+                "utf8mb4_general_ci", "utf8mb4_bin", "utf8mb4_nopad_bin", "utf8mb4_uca1400_nopad_as_cs",
+                "latin2_czech_cs"),
+    "mysql": ("utf8mb4_0900_as_cs", "utf8mb4_0900_ai_ci", "utf8mb4_unicode_ci", "utf8mb4_general_ci",
+              "utf8mb4_bin", "latin2_czech_cs"),
+}
+ORDER_CHARS = {"utf8mb4": "aAbB \t\x00é-ßæ!", "utf8mb3": "aAbB \t\x00éå-ß!", "latin2": "aAcChH \t-!čČ"}
+
+
+@pytest.mark.parametrize(("server", "collation"), [(k, c) for k, cs in ORDERS.items() for c in cs],
+                         indirect=["server"])
+def test_the_sort_keys_compare_strings_as_the_server_does(server: ServerProcess, collation: str) -> None:
+    """The emit rule, the snapshot's correction and a list of keys place a string key among chunk bounds by its
+    sort key (:class:`mysql_cdc.keyorder.KeyOrder`): for random strings, every two compare by their sort keys
+    as the server compares them (``STRCMP`` under the collation)."""
+    from mysql_cdc.ids import TableId
+    from mysql_cdc.keyorder import KeyOrder
+    from mysql_cdc.schema import ColumnInfo, TableSchema
+
+    info = server.info
+    assert info is not None
+    conn = info.connect(root=True)
+    charset = collation.split("_")[0]
+    col = ColumnInfo("k", "varchar", "varchar(20)", False, charset, collation)
+    value = f"CONVERT(%s USING {charset}) COLLATE {collation}"
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.text(ORDER_CHARS[charset], max_size=4), min_size=2, max_size=30, unique=True))
+    def check(values: list[str]) -> None:
+        order = KeyOrder(TableSchema(TableId("d", "t"), (col,), ("k",), ("k",)))  # asks the server afresh
+        sks = [sk for (sk,) in order.sort_keys(conn, [(v,) for v in values])]
+        pairs = [(i, j) for i in range(len(values)) for j in range(i + 1, len(values))]
+        cur = conn.cursor()
+        for lo in range(0, len(pairs), 100):
+            part = pairs[lo:lo + 100]
+            cur.execute("SELECT " + ", ".join(f"STRCMP({value}, {value})" for _ in part),
+                        [v for i, j in part for v in (values[i], values[j])])
+            for (i, j), server_says in zip(part, cur.fetchone()):
+                ours = (sks[i] > sks[j]) - (sks[i] < sks[j])
+                assert ours == server_says, (values[i], values[j], collation)
+        cur.close()
+
+    try:
+        check()
+    finally:
+        conn.close()
