@@ -187,11 +187,12 @@ ORDERS = {
     "mariadb": ("utf8mb4_uca1400_as_cs", "utf8mb4_uca1400_as_ci", "utf8mb4_uca1400_ai_cs", "utf8mb4_thai_520_w2",
                 "utf8mb3_uca1400_swedish_as_cs", "utf8mb4_uca1400_ai_ci", "utf8mb4_unicode_520_ci",
                 "utf8mb4_general_ci", "utf8mb4_bin", "utf8mb4_nopad_bin", "utf8mb4_uca1400_nopad_as_cs",
-                "latin2_czech_cs"),
+                "latin2_czech_cs", "latin1_swedish_ci", "latin1_german2_ci"),
     "mysql": ("utf8mb4_0900_as_cs", "utf8mb4_0900_ai_ci", "utf8mb4_unicode_ci", "utf8mb4_general_ci",
-              "utf8mb4_bin", "latin2_czech_cs"),
+              "utf8mb4_bin", "latin2_czech_cs", "latin1_swedish_ci", "latin1_german2_ci", "latin1_bin"),
 }
-ORDER_CHARS = {"utf8mb4": "aAbB \t\x00é-ßæ!", "utf8mb3": "aAbB \t\x00éå-ß!", "latin2": "aAcChH \t-!čČ"}
+ORDER_CHARS = {"utf8mb4": "aAbB \t\x00é-ßæ!", "utf8mb3": "aAbB \t\x00éå-ß!", "latin2": "aAcChH \t-!čČ",
+               "latin1": "aAeE \t-!äÄßüÿ"}
 
 
 @pytest.mark.parametrize(("server", "collation"), [(k, c) for k, cs in ORDERS.items() for c in cs],

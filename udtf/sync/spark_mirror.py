@@ -41,6 +41,7 @@ from mysql_cdc.rows import OP_COLUMN, SEQ_COLUMN, VALUES_COLUMN
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.udtf.schema.evolve import evolve_rows
+from mysql_cdc.udtf.sync.applied import Applied, exactly_once
 from mysql_cdc.udtf.sync.delta_evolve import COLUMN_MAPPING, delta_alter
 from mysql_cdc.udtf.sync.iceberg_evolve import schema_update
 from mysql_cdc.udtf.sync.lake_types import (
@@ -432,6 +433,10 @@ class SparkIcebergMirror(SparkDeltaMirror):
     fmt: Format = "iceberg"
     label = "Iceberg"
 
+    def __init__(self, spark: Any, target: Target, opts: CdcOptions, state_dir: str) -> None:
+        super().__init__(spark, target, opts, state_dir)
+        self._seen = Applied()  # the batch each table took last, as this writer committed it (:mod:`.applied`)
+
     def name(self, table: TableId) -> str:
         """``catalog.namespace.table`` (an Iceberg mirror is always in a namespace: ``sinks.choose_writer``)."""
         return self.target.table_name(table)
@@ -485,6 +490,7 @@ class SparkIcebergMirror(SparkDeltaMirror):
 
     def _rewrite(self, schema: TableSchema, moved: Any) -> None:
         sync_id = StateStore(self.state_dir).record_sync_id()
+        self._seen.forget(schema.table)  # the next batch reads the replaced table's history again
         (moved.writeTo(self.name(schema.table)).using("iceberg").tableProperty(SYNC_PROPERTY, sync_id)
          .tableProperty("comment", f"mirror of {schema.table} by pyspark-mysql-cdc, sync {sync_id}")
          .createOrReplace())
@@ -547,18 +553,20 @@ class SparkIcebergMirror(SparkDeltaMirror):
     def _exactly_once(self, session: Any, table: TableId, app_id: str, batch_id: int,
                       sql: str | Callable[[Any], None]) -> bool:
         """Run ``sql`` (a statement, or a write given the session) unless the table's snapshots hold this batch
-        of this query or a later one; its commit carries the query and the batch. True when it ran."""
-        if self._applied(session, table, app_id) >= batch_id:
-            return False
-        marks = {SNAPSHOT_PROPERTY + APP_PROPERTY: app_id, SNAPSHOT_PROPERTY + BATCH_PROPERTY: str(batch_id)}
-        for k, v in marks.items():
-            session.conf.set(k, v)
-        try:
-            session.sql(sql) if isinstance(sql, str) else sql(session)
-        finally:
-            for k in marks:
-                session.conf.unset(k)
-        return True
+        of this query or a later one (read from them where this writer does not know it:
+        :func:`.applied.exactly_once`); its commit carries the query and the batch. True when it ran."""
+        def commit() -> None:
+            marks = {SNAPSHOT_PROPERTY + APP_PROPERTY: app_id, SNAPSHOT_PROPERTY + BATCH_PROPERTY: str(batch_id)}
+            for k, v in marks.items():
+                session.conf.set(k, v)
+            try:
+                session.sql(sql) if isinstance(sql, str) else sql(session)
+            finally:
+                for k in marks:
+                    session.conf.unset(k)
+
+        return exactly_once(self._seen, table, app_id, batch_id, lambda: self._applied(session, table, app_id),
+                            commit)
 
 
 def _missing(e: Exception) -> bool:
