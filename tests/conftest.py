@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -243,11 +243,12 @@ class ConnectServer:
 
     CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
-    def __init__(self, work: Any, with_repo: bool) -> None:
+    def __init__(self, work: Any, with_repo: bool, conf: Sequence[tuple[str, str]] = ()) -> None:
         import pyspark
 
         self.spark_home = os.path.dirname(pyspark.__file__)
         self.work = work
+        self.conf = list(conf)  # more Spark settings (a lakehouse format's jars, extension and catalog)
         self.port = _free_port()
         self.env = _repo_env(with_repo)
         self.env.update(SPARK_HOME=self.spark_home, SPARK_CONNECT_MODE="0", SPARK_LOG_DIR=str(work / "logs"),
@@ -264,7 +265,7 @@ class ConnectServer:
                "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
                "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
                "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{self.work}/events",
-               "--conf", "spark.eventLog.compress=false"]
+               "--conf", "spark.eventLog.compress=false", *(a for k, v in self.conf for a in ("--conf", f"{k}={v}"))]
         os.makedirs(self.work / "events", exist_ok=True)
         subprocess.run(cmd, env=self.env, check=True, cwd=str(self.work), capture_output=True)
 
@@ -319,7 +320,18 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def plugin_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     """A Spark Connect server with the plugin installed in its Python (streaming needs it: Spark 4.3 streaming
     queries do not see session artifacts)."""
-    srv = ConnectServer(tmp_path_factory.mktemp("connect-plugin"), with_repo=True)
+    import pyspark
+
+    from mysql_cdc.udtf.sync.sinks import SNAPSHOT_PARTITIONS, delta_artifact
+
+    # with Spark's Delta where Delta has jars for this Spark (4.0 to 4.2: Ivy fetches them once), as a platform's
+    # server has it: a sync through it writes Spark's Delta (tests/test_spark_versions.py's thin client)
+    jars = delta_artifact(pyspark.__version__)
+    delta = [] if jars is None else [
+        ("spark.jars.packages", jars), ("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
+        ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"),
+        (SNAPSHOT_PARTITIONS, "2")]
+    srv = ConnectServer(tmp_path_factory.mktemp("connect-plugin"), with_repo=True, conf=delta)
     # profiles only this server knows (tests write the file; the server reads it when a query names one)
     srv.env["MYSQL_CDC_PROFILES_FILE"] = str(srv.work / "profiles.json")
     try:

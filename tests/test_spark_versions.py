@@ -855,16 +855,40 @@ q = (spark.readStream.format("mysql_cdc").option("source", "server_side").option
 mysql_cdc.stop_when_caught_up(q)
 ended = q.awaitTermination(300)
 rows = spark.read.parquet(out).count()
+# a mirror of table a (Spark's Delta where the server has Delta's jars, 4.0 to 4.2; else delta-rs, written by the
+# server's Python), verified from here with a row changed behind the capture's back (not logged): that key alone
+# is named, every other row found equal
+lake, vck, vstate, root_port = sys.argv[6:10]
+t0 = time.monotonic()
+sq = mysql_cdc.sync(spark, once=True, to=lake, checkpoint=vck, state_dir=vstate, tables=db + "[.]a",
+                    source="server_side")
+sq.awaitTermination(600)
+t1 = time.monotonic()
+src = {"src": sys.stdin.readline().strip()}
+import pymysql
+conn = pymysql.connect(host="127.0.0.1", port=int(root_port), user="root", password="", database=db,
+                       autocommit=True)
+conn.cursor().execute("SET sql_log_bin = 0")
+conn.cursor().execute("UPDATE a SET v = v + 1 WHERE id = 7")
+conn.close()
+damaged = mysql_cdc.verify(spark, checkpoint=vck, state_dir=vstate, source="src", profiles=src)
+t2 = time.monotonic()
 print(json.dumps({"client": __import__("pyspark").__version__, "server": spark.version, "rows": n,
-                  "chunks": chunks, "ended": ended, "streamed": rows}))
+                  "chunks": chunks, "ended": ended, "streamed": rows, "ok": damaged.ok,
+                  "checked": damaged.tables[0].rows, "changed": list(damaged.tables[0].changed),
+                  "missing": list(damaged.tables[0].missing), "extra": list(damaged.tables[0].extra),
+                  "differing": damaged.tables[0].differing, "seconds": [round(t1 - t0, 1), round(t2 - t1, 1)],
+                  "writer": str(spark.conf.get("spark.sql.extensions", ""))}))
 spark.stop()
 """
 
 
-def test_a_thin_client_of_this_spark(plugin_connect: Any, profile: ConnectionProfile, db: str, root: Any,
-                                     tmp_path: Any) -> None:
+def test_a_thin_client_of_this_spark(plugin_connect: Any, info: ServerInfo, profile: ConnectionProfile, db: str,
+                                     root: Any, tmp_path: Any) -> None:
     """Spark Connect from the thin client (``pyspark-client``) of this Spark's version, against a server of it:
-    batch reads, a SQL function, and a stream to its end (the server has the package, as streaming needs)."""
+    batch reads, a SQL function, a stream to its end (the server has the package, as streaming needs), and a sync
+    whose mirror the client verifies (Spark's Delta on 4.0 to 4.2, as Databricks Connect would; no ``deltalake``
+    in the client): a row changed behind the capture's back is named, and no other."""
     import pyspark
 
     _make(root)
@@ -876,11 +900,17 @@ def test_a_thin_client_of_this_spark(plugin_connect: Any, profile: ConnectionPro
     env = _repo_env(True)
     env.pop("PYSPARK_PYTHON", None)
     out = subprocess.run([client, str(script), plugin_connect.url, db, str(tmp_path / "out"), str(tmp_path / "ck"),
-                          str(tmp_path / "state")], input=profile_url(profile) + "\n", env=env, cwd=str(tmp_path),
-                         capture_output=True, text=True, timeout=600)
+                          str(tmp_path / "state"), str(tmp_path / "lake"), str(tmp_path / "vck"),
+                          str(tmp_path / "vstate"), str(info.port)], input=(profile_url(profile) + "\n") * 2,
+                         env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
+    print("sync and verify from the client (s):", got["seconds"])  # seen with -s
     assert got["server"].split(".")[:2] == pyspark.__version__.split(".")[:2]
     if client != sys.executable:  # the thin client of this version
         assert got["client"].split(".")[:2] == pyspark.__version__.split(".")[:2], got
     assert (got["rows"], got["chunks"], got["ended"], got["streamed"]) == (300, 3, True, 300), got
+    assert (got["ok"], got["checked"], got["differing"], got["changed"]) == (False, 300, 1, ["7"]), got
+    assert got["missing"] == got["extra"] == [], got
+    # Spark's Delta wrote the mirror where Delta has jars for this Spark (the server was given them)
+    assert ("DeltaSparkSessionExtension" in got["writer"]) == (delta_artifact(pyspark.__version__) is not None), got

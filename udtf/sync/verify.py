@@ -20,9 +20,10 @@ For each table (docs/DESIGN.md §14):
    key's text), in the same read view and version, over the regions that differ alone: a clean table costs one
    pass without the keys' texts and the grouping, a damaged one a second pass over its damaged regions.
 5. **Differing buckets are narrowed down** to their keys (the bucket's rows with their hashes from both
-   sides), and the differing keys are checked once more after ``recheck_seconds`` against a newer point: a key
-   that the sync had not applied yet then agrees (a transaction held between its binlog write and its engine
-   commit can fall outside the window of step 3); one that still differs is reported.
+   sides), and the differing keys are checked once more after the sync's next batch (``recheck_seconds`` at
+   most; no wait where no sync holds the state dir) against a newer point: a key that the sync had not applied
+   yet then agrees (a transaction held between its binlog write and its engine commit can fall outside the
+   window of step 3); one that still differs is reported.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class TableCheck:
     by_bucket: bool = False  # the totals differed, so both sides were summed again by buckets of keys
     regions: int = 0  # regions of the key summed apart in the first pass (0: the whole table's totals)
     regions_again: int = 0  # regions whose sums differed: the second pass summed only those by buckets
+    waited: float = 0.0  # seconds the second look at differing keys waited for the sync's next batch
     keys: tuple[tuple[Any, ...], ...] = field(default=(), compare=False, repr=False)  # every differing key
 
     @property
@@ -111,7 +113,7 @@ class TableCheck:
                 "not_checked": self.not_checked, "point": self.point,
                 "seconds": round(self.seconds, 3), "source_seconds": round(self.source_seconds, 3),
                 "mirror_seconds": round(self.mirror_seconds, 3), "by_bucket": self.by_bucket,
-                "regions": self.regions, "regions_again": self.regions_again}
+                "regions": self.regions, "regions_again": self.regions_again, "waited": round(self.waited, 3)}
 
 
 @dataclass(frozen=True)
@@ -985,9 +987,12 @@ class Verifier:
             if keys is not None:
                 buckets = {cs.bucket_of(k) for k in keys}
                 src_rows = source_rows(view, schema, self.b1, buckets=buckets)
-                mir_rows = mirror_rows(self.spark, mirror.rows, schema, self.b1, mirror.fmt, buckets=buckets)
+                held_twice = dict[str, tuple[Any, ...]]()  # a key the mirror holds twice: its copies agree or not
+                mir_rows = mirror_rows(self.spark, mirror.rows, schema, self.b1, mirror.fmt, buckets=buckets,
+                                       twice=held_twice)
                 out.diff = _diff({k: v for k, v in src_rows.items() if k in keys},
                                  {k: v for k, v in mir_rows.items() if k in keys}, skip)
+                out.diff.twice = {k: v for k, v in held_twice.items() if k in keys and k not in skip}
                 out.rows = len(src_rows)
                 _still(mirror, schema.table)
                 return out
@@ -1064,12 +1069,19 @@ class Verifier:
         first = self._round(schema, None)
         d = first.diff
         flux = first.in_flux
+        waited = 0.0
         if len(d) and self.recheck_seconds > 0:
-            # a key the sync had not applied yet agrees later: compare the differing keys once more
-            deadline = time.monotonic() + self.recheck_seconds
+            # a key the sync had not applied yet agrees later: compare the differing keys once more, after the
+            # sync's next batch (not waited for where no sync holds the state dir: none comes)
+            from mysql_cdc.udtf.sync.target import sync_holds
+
+            t0 = time.monotonic()
+            deadline = t0 + self.recheck_seconds
             seen = committed_batches(self.checkpoint)
-            while time.monotonic() < deadline and committed_batches(self.checkpoint) <= seen:
+            while (time.monotonic() < deadline and committed_batches(self.checkpoint) <= seen
+                   and sync_holds(self.store.location) is not False):
                 time.sleep(0.2)
+            waited = time.monotonic() - t0
             d = self._round(schema, d.key_texts()).diff
         words = [tuple(ordered_words(part.values())[:_SHOWN])
                  for part in (d.missing, d.extra, d.changed, d.twice)]
@@ -1078,5 +1090,5 @@ class Verifier:
                           buckets=first.diff.buckets, point=first.point,
                           seconds=time.monotonic() - started, source_seconds=first.source_seconds,
                           mirror_seconds=first.mirror_seconds, by_bucket=first.by_bucket,
-                          regions=first.regions, regions_again=first.regions_again,
+                          regions=first.regions, regions_again=first.regions_again, waited=waited,
                           keys=tuple(k for part in (d.missing, d.extra, d.changed, d.twice) for k in part.values()))
