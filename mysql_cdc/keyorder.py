@@ -44,9 +44,9 @@ def _text_expr(col: ColumnInfo, trim: bool = False, level: int | None = None) ->
 
 @functools.total_ordering
 class Padded:
-    """The weights of a value under a PAD SPACE collation of one level, compared as the server compares the
-    values: the shorter as if padded with the space's weight (``space``, one unit; the trailing ones are left
-    out). Plain weights would put ``'a'`` before ``'a\\t'`` (a prefix first), where the server puts it after
+    """The weights of a value under a PAD SPACE collation (of one level, or one level of several), compared as
+    the server compares the values: the shorter as if padded with the space's weight (``space``, one unit; the
+    trailing ones are left out). Plain weights would put ``'a'`` before ``'a\\t'`` (a prefix first), where the server puts it after
     (``'a '`` against ``'a\\t'``), and ``'a'`` before ``'a '``, which it holds equal.
 
     >>> sp = b"\\x00 "  # utf8mb4_general_ci: two bytes a character
@@ -125,7 +125,7 @@ def _weighing(conn: Any, col: ColumnInfo) -> tuple[tuple[str, ...], tuple[bytes,
                             f"WEIGHT_STRING(CONVERT(' ' USING {cs}){c} LEVEL {n}), "
                             f"WEIGHT_STRING(CONVERT('  ' USING {cs}){c} LEVEL {n})", (_PROBE,))
             except Exception as e:  # no LEVEL here (MySQL: a syntax error)
-                if getattr(e, "args", (0,))[0] not in (1064, 1149):
+                if not (e.args and e.args[0] in (1064, 1149)):
                     raise
                 break
             part, sp, sp2 = (bytes(v or b"") for v in cur.fetchone())

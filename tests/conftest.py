@@ -320,18 +320,29 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def plugin_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     """A Spark Connect server with the plugin installed in its Python (streaming needs it: Spark 4.3 streaming
     queries do not see session artifacts)."""
+    yield from _plugin_server(tmp_path_factory, "connect-plugin", ())
+
+
+@pytest.fixture(scope="session")
+def delta_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """:func:`plugin_connect` with Spark's Delta where Delta has jars for this Spark (4.0 to 4.2: Ivy fetches
+    them once), as a platform's server has it: a sync through it writes Spark's Delta; elsewhere as
+    :func:`plugin_connect` (tests/test_spark_versions.py's thin client)."""
     import pyspark
 
     from mysql_cdc.udtf.sync.sinks import SNAPSHOT_PARTITIONS, delta_artifact
 
-    # with Spark's Delta where Delta has jars for this Spark (4.0 to 4.2: Ivy fetches them once), as a platform's
-    # server has it: a sync through it writes Spark's Delta (tests/test_spark_versions.py's thin client)
     jars = delta_artifact(pyspark.__version__)
     delta = [] if jars is None else [
         ("spark.jars.packages", jars), ("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
         ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"),
         (SNAPSHOT_PARTITIONS, "2")]
-    srv = ConnectServer(tmp_path_factory.mktemp("connect-plugin"), with_repo=True, conf=delta)
+    yield from _plugin_server(tmp_path_factory, "connect-delta", delta)
+
+
+def _plugin_server(tmp_path_factory: pytest.TempPathFactory, name: str, conf: Sequence[tuple[str, str]]
+                   ) -> Iterator[ConnectServer]:
+    srv = ConnectServer(tmp_path_factory.mktemp(name), with_repo=True, conf=conf)
     # profiles only this server knows (tests write the file; the server reads it when a query names one)
     srv.env["MYSQL_CDC_PROFILES_FILE"] = str(srv.work / "profiles.json")
     try:

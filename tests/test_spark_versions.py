@@ -862,7 +862,7 @@ lake, vck, vstate, root_port = sys.argv[6:10]
 t0 = time.monotonic()
 sq = mysql_cdc.sync(spark, once=True, to=lake, checkpoint=vck, state_dir=vstate, tables=db + "[.]a",
                     source="server_side")
-sq.awaitTermination(600)
+synced = sq.awaitTermination(600)
 t1 = time.monotonic()
 src = {"src": sys.stdin.readline().strip()}
 import pymysql
@@ -877,13 +877,13 @@ print(json.dumps({"client": __import__("pyspark").__version__, "server": spark.v
                   "chunks": chunks, "ended": ended, "streamed": rows, "ok": damaged.ok,
                   "checked": damaged.tables[0].rows, "changed": list(damaged.tables[0].changed),
                   "missing": list(damaged.tables[0].missing), "extra": list(damaged.tables[0].extra),
-                  "differing": damaged.tables[0].differing, "seconds": [round(t1 - t0, 1), round(t2 - t1, 1)],
-                  "writer": str(spark.conf.get("spark.sql.extensions", ""))}))
+                  "differing": damaged.tables[0].differing, "twice": list(damaged.tables[0].twice),
+                  "synced": synced, "seconds": [round(t1 - t0, 1), round(t2 - t1, 1)]}))
 spark.stop()
 """
 
 
-def test_a_thin_client_of_this_spark(plugin_connect: Any, info: ServerInfo, profile: ConnectionProfile, db: str,
+def test_a_thin_client_of_this_spark(delta_connect: Any, info: ServerInfo, profile: ConnectionProfile, db: str,
                                      root: Any, tmp_path: Any) -> None:
     """Spark Connect from the thin client (``pyspark-client``) of this Spark's version, against a server of it:
     batch reads, a SQL function, a stream to its end (the server has the package, as streaming needs), and a sync
@@ -893,16 +893,16 @@ def test_a_thin_client_of_this_spark(plugin_connect: Any, info: ServerInfo, prof
 
     _make(root)
     # a stream's profile is the server's: its tasks do not see the client's session files (docs/DESIGN.md §8)
-    give_server_profile(plugin_connect.env["MYSQL_CDC_PROFILES_FILE"], "server_side", profile)
+    give_server_profile(delta_connect.env["MYSQL_CDC_PROFILES_FILE"], "server_side", profile)
     client = os.environ.get("MYSQL_CDC_CLIENT_PYTHON", sys.executable)
     script = tmp_path / "client.py"
     script.write_text(THIN_CLIENT)
     env = _repo_env(True)
     env.pop("PYSPARK_PYTHON", None)
-    out = subprocess.run([client, str(script), plugin_connect.url, db, str(tmp_path / "out"), str(tmp_path / "ck"),
+    out = subprocess.run([client, str(script), delta_connect.url, db, str(tmp_path / "out"), str(tmp_path / "ck"),
                           str(tmp_path / "state"), str(tmp_path / "lake"), str(tmp_path / "vck"),
                           str(tmp_path / "vstate"), str(info.port)], input=(profile_url(profile) + "\n") * 2,
-                         env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=900)
+                         env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     print("sync and verify from the client (s):", got["seconds"])  # seen with -s
@@ -911,6 +911,11 @@ def test_a_thin_client_of_this_spark(plugin_connect: Any, info: ServerInfo, prof
         assert got["client"].split(".")[:2] == pyspark.__version__.split(".")[:2], got
     assert (got["rows"], got["chunks"], got["ended"], got["streamed"]) == (300, 3, True, 300), got
     assert (got["ok"], got["checked"], got["differing"], got["changed"]) == (False, 300, 1, ["7"]), got
-    assert got["missing"] == got["extra"] == [], got
-    # Spark's Delta wrote the mirror where Delta has jars for this Spark (the server was given them)
-    assert ("DeltaSparkSessionExtension" in got["writer"]) == (delta_artifact(pyspark.__version__) is not None), got
+    assert got["synced"] and got["missing"] == got["extra"] == got["twice"] == [], got
+    # Spark's Delta wrote the mirror where Delta has jars for this Spark (its log's first commit says which engine)
+    from mysql_cdc.udtf.sync.mirror import table_path
+
+    with open(os.path.join(table_path(str(tmp_path / "lake"), TableId(db, "a")), "_delta_log",
+                           "00000000000000000000.json"), encoding="utf-8") as log:
+        engine = next(json.loads(line)["commitInfo"] for line in log if "commitInfo" in line).get("engineInfo", "")
+    assert engine.startswith("Apache-Spark") == (delta_artifact(pyspark.__version__) is not None), engine

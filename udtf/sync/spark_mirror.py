@@ -437,6 +437,11 @@ class SparkIcebergMirror(SparkDeltaMirror):
         super().__init__(spark, target, opts, state_dir)
         self._seen = Applied()  # the batch each table took last, as this writer committed it (:mod:`.applied`)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a Spark Connect server's batch function), from a client of this version or an earlier one."""
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_seen", Applied())
+
     def name(self, table: TableId) -> str:
         """``catalog.namespace.table`` (an Iceberg mirror is always in a namespace: ``sinks.choose_writer``)."""
         return self.target.table_name(table)
