@@ -46,8 +46,8 @@ def _text_expr(col: ColumnInfo, trim: bool = False, level: int | None = None) ->
 class Padded:
     """The weights of a value under a PAD SPACE collation (of one level, or one level of several), compared as
     the server compares the values: the shorter as if padded with the space's weight (``space``, one unit; the
-    trailing ones are left out). Plain weights would put ``'a'`` before ``'a\\t'`` (a prefix first), where the server puts it after
-    (``'a '`` against ``'a\\t'``), and ``'a'`` before ``'a '``, which it holds equal.
+    trailing ones are left out). Plain weights would put ``'a'`` before ``'a\\t'`` (a prefix first), where the
+    server puts it after (``'a '`` against ``'a\\t'``), and ``'a'`` before ``'a '``, which it holds equal.
 
     >>> sp = b"\\x00 "  # utf8mb4_general_ci: two bytes a character
     >>> a, tab, a_sp = Padded(b"\\x00A", sp), Padded(b"\\x00A\\x00\\t", sp), Padded(b"\\x00A\\x00 ", sp)
