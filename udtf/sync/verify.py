@@ -849,8 +849,11 @@ class _Diff:
 
 
 def _diff(src: dict[str, tuple[str, tuple[Any, ...]]], mir: dict[str, tuple[str, tuple[Any, ...]]],
-          skip: set[str]) -> _Diff:
-    d = _Diff()
+          skip: set[str], twice: dict[str, tuple[Any, ...]]) -> _Diff:
+    """The keys that differ between the two sides' rows (key text -> (row hash, key)), less ``skip`` (the keys
+    in flux); ``twice``: the keys the mirror's read found more than once (:func:`mirror_rows`), those of ``mir``
+    kept."""
+    d = _Diff(twice={k: v for k, v in twice.items() if k in mir and k not in skip})
     for k in set(src) | set(mir):
         if k in skip:
             continue
@@ -991,8 +994,7 @@ class Verifier:
                 mir_rows = mirror_rows(self.spark, mirror.rows, schema, self.b1, mirror.fmt, buckets=buckets,
                                        twice=held_twice)
                 out.diff = _diff({k: v for k, v in src_rows.items() if k in keys},
-                                 {k: v for k, v in mir_rows.items() if k in keys}, skip)
-                out.diff.twice = {k: v for k, v in held_twice.items() if k in keys and k not in skip}
+                                 {k: v for k, v in mir_rows.items() if k in keys}, skip, held_twice)
                 out.rows = len(src_rows)
                 _still(mirror, schema.table)
                 return out
@@ -1032,8 +1034,7 @@ class Verifier:
                 narrowed, twice = differ[:_NARROWED], dict[str, tuple[Any, ...]]()
                 out.diff = _diff(source_rows(view, schema, self.b1, buckets=narrowed, where=src_where),
                                  mirror_rows(self.spark, mir_rows, schema, self.b1, mirror.fmt, buckets=narrowed,
-                                             twice=twice), skip)
-                out.diff.twice = {k: v for k, v in twice.items() if k not in skip}
+                                             twice=twice), skip, twice)
                 out.diff.buckets = len(differ) - len(narrowed)
                 if not len(out.diff):  # the sums differ, and no key says why: never reported as agreeing
                     out.diff.buckets = len(differ)
