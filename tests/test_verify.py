@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import time
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -26,6 +27,7 @@ from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import ColumnInfo
 from mysql_cdc.state.store import ResnapshotRequest, StateStore
 from mysql_cdc.udtf.binlog.startup import binary_logs
+from mysql_cdc.udtf.spark.compat import session_udf
 from mysql_cdc.udtf.sync import checksum as cs
 from mysql_cdc.udtf.sync import verify as verify_mod
 from mysql_cdc.udtf.sync.job import batch_end, committed_batches
@@ -34,7 +36,7 @@ from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import committed_at, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.test_multi_table import KEYS, NO_KEY, Writers, _make
-from tests.test_values import COLUMNS, NAMES, ROWS
+from tests.test_values import COLUMNS, NAMES, POINT, ROWS
 
 deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
 
@@ -79,6 +81,112 @@ def test_double_text_is_the_servers_own_text_of_every_double(info: ServerInfo, r
     mine = [cs.double_text(x, info.kind) for x in xs]
     wrong = [(x, got[i], mine[i]) for i, x in enumerate(xs) if got[i] != mine[i]]
     assert not wrong, wrong[:5]
+
+
+# values of every column of the type table (tests/test_values.py's COLUMNS) that the server takes as they are
+# (a DATETIME of whole seconds, a TIMESTAMP(3) of whole milliseconds and in its range, a FLOAT a single's value)
+_I = st.integers
+_U8, _S24, _U24, _S32, _U32 = _I(0, 255), _I(-(2**23), 2**23 - 1), _I(0, 2**24 - 1), _I(-(2**31), 2**31 - 1), \
+    _I(0, 2**32 - 1)
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+_MICROS = 838 * 3600 + 59 * 60 + 59
+
+
+def _time(unit: int) -> st.SearchStrategy[str]:
+    """A TIME's text, in ``unit`` microseconds, within -838:59:59 to 838:59:59."""
+    def text(us: int) -> str:
+        sign, us = ("-" if us < 0 else ""), abs(us)
+        return f"{sign}{us // 3_600_000_000}:{us // 60_000_000 % 60:02}:{us // 1_000_000 % 60:02}.{us % 1_000_000:06}"
+    return _I(-_MICROS * 1_000_000 // unit, _MICROS * 1_000_000 // unit).map(lambda n: text(n * unit))
+
+
+def _decimal(digits: int, scale: int) -> st.SearchStrategy[Decimal]:
+    return _I(-(10**digits) + 1, 10**digits - 1).map(lambda n: Decimal(n).scaleb(-scale, Context(prec=digits)))
+
+
+def _datetime(unit: int, low: dt.datetime, high: dt.datetime) -> st.SearchStrategy[dt.datetime]:
+    return st.datetimes(min_value=low, max_value=high).map(
+        lambda t: t.replace(microsecond=t.microsecond - t.microsecond % unit))
+
+
+_json = st.recursive(st.none() | st.booleans() | _I(-(2**63), 2**64 - 1) | _TEXT |
+                     st.floats(allow_nan=False, allow_infinity=False),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+                     max_leaves=6).map(lambda v: json.dumps(v, ensure_ascii=False))
+VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "ti": _I(-128, 127), "tu": _U8, "si": _I(0, 65535), "mi": _S24, "mu": _U24, "i": _S32, "iu": _U32,
+    "bi": _I(-(2**63), 2**63 - 1), "d": _decimal(30, 10), "big": _decimal(65, 30), "s": _TEXT,
+    "l": st.text(st.characters(codec="cp1252"), max_size=20), "b": st.binary(max_size=8),
+    "bn": st.binary(max_size=3), "dd": st.dates(dt.date(1000, 1, 1), dt.date(9999, 12, 31)),
+    "dtm": _datetime(1, dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)),
+    "dt0": _datetime(1_000_000, dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59)),
+    "ts": _datetime(1000, dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 7)),
+    "f": st.floats(width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False),
+    "g": st.floats(allow_nan=False, allow_infinity=False), "e": st.sampled_from(["a", "b"]),
+    "st": st.sampled_from(["", "x", "y", "x,y"]), "y": st.sampled_from([0, 1901, 2155]) | _I(1901, 2155),
+    "flag": _I(-128, 127), "tx": st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60),
+    "bl": st.binary(max_size=60), "b1": _I(0, 1), "b12": _I(0, 4095), "b64": _I(0, 2**64 - 1),
+    "tm": _time(1), "tm1": _time(100_000), "tm0": _time(1_000_000), "j": _json, "geo": st.sampled_from([POINT]),
+}
+assert set(VALUES) == set(NAMES)
+_row = st.fixed_dictionaries({n: v | st.none() for n, v in VALUES.items()})  # the simplest: each its least value
+
+
+def _texts(spark: Any, info: ServerInfo, root: Any, db: str, args: dict[str, Any]
+           ) -> dict[int, tuple[str, str, tuple[Any, ...]]]:
+    """Each row's canonical text (as hex) by the server's SQL over the source and by Spark's over the mirror
+    (the mirror's Parquet files, as verify reads a delta-rs mirror), and its values in the mirror, by id."""
+    schema = StateStore(args["state_dir"]).schema(TableId(db, "tr"))
+    assert schema is not None
+    cols = list(schema.columns)
+    cur = root.cursor()
+    cur.execute(f"SELECT id, {cs.source_key(cols)} FROM tr", [])  # the driver turns %% into %
+    source = {int(i): str(h) for i, h in cur.fetchall()}
+    mirror = deltalake.DeltaTable(table_path(args["to"], TableId(db, "tr")))
+    verify_mod._register(spark, info.kind, session_udf(spark))
+    rows = spark.read.schema(verify_mod._spark_schema_of(mirror.schema().to_arrow())).parquet(*mirror.file_uris())
+    got = {int(r[0]): (str(r[1]), tuple(r[2:])) for r in rows.selectExpr(
+        "CAST(id AS BIGINT)", cs.mirror_key(cols), *(f"`{n}`" for n in NAMES)).collect()}
+    assert set(got) == set(source), (sorted(set(source) - set(got))[:5], sorted(set(got) - set(source))[:5])
+    return {i: (source[i], *got[i]) for i in source}
+
+
+@settings(max_examples=int(os.environ.get("MYSQL_CDC_TEXT_EXAMPLES", "2")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(st.lists(_row, min_size=1, max_size=40), st.lists(_row, min_size=1, max_size=40))
+def test_every_value_of_every_type_has_one_text_on_both_sides(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any,
+        first: list[dict[str, Any]], then: list[dict[str, Any]]) -> None:
+    """Random values of every type of the type table, mirrored by the sync (rows of its snapshot, then rows of
+    its binlog: inserted, and written over the first ones), have the same canonical text on both sides, row by
+    row (what a row's hash is of); and a column's text names one value of the mirror (different values, different
+    texts). Where they disagreed, verify would report a correct mirror as differing, or miss a changed value."""
+    cur = root.cursor()
+    cur.execute("SET time_zone = '+00:00'")  # TIMESTAMP literals are UTC instants
+    cur.execute("DROP TABLE IF EXISTS tr")
+    cur.execute(f"CREATE TABLE tr (id BIGINT PRIMARY KEY, {', '.join(f'`{n}` {t}' for n, t in COLUMNS)})")
+    insert_rows(root, "tr", ["id", *NAMES], [(i, *(r[n] for n in NAMES)) for i, r in enumerate(first)])
+    base = tmp_path / f"run{len(os.listdir(tmp_path))}"
+    args = _sync(classic_spark, base, db, profile)
+    # the binlog's rows: new ones, and the first rows written over with the later values
+    insert_rows(root, "tr", ["id", *NAMES], [(100 + i, *(r[n] for n in NAMES)) for i, r in enumerate(then)])
+    for i, r in enumerate(then[:len(first)]):
+        cur.execute(f"UPDATE tr SET {', '.join(f'`{n}` = %s' for n in NAMES)} WHERE id = %s",
+                    [*(r[n] for n in NAMES), i])
+    _sync(classic_spark, base, db, profile)
+    texts = _texts(classic_spark, info, root, db, args)
+    wrong = {i: (a, b) for i, (a, b, _) in texts.items() if a != b}
+    assert not wrong, [(i, bytes.fromhex(a).split(b"|"), bytes.fromhex(b).split(b"|"))
+                       for i, (a, b) in sorted(wrong.items())[:2]]
+    # one text, one value: the texts of a column name one value of the mirror's each (the id's text first)
+    for k, name in enumerate(NAMES):
+        seen: dict[bytes, Any] = {}
+        for text, _, values in texts.values():
+            part = bytes.fromhex(text).split(b"|")
+            if len(part) == len(NAMES) + 1:  # a text holding "|" itself is a string's, whose length prefix is checked
+                v = values[k]
+                assert seen.setdefault(part[k + 1], v) == v, (name, part[k + 1], seen[part[k + 1]], v)
 
 
 def _sync(spark: Any, base: Any, db: str, profile: ConnectionProfile, **extra: Any) -> dict[str, Any]:
@@ -221,6 +329,9 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     # the largest INT as a key: its span's end is no INT value (delta-rs refuses such a literal), so the mirror's
     # delete is written id <= 2147483647
     assert mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=z, keys=[2**31 - 1]).request == 3
+    # a key of k2 in a spelling the source does not store ('K11' under utf8mb4_general_ci): the round names the
+    # stored one too, which the mirror holds and deletes by its bytes (udtf/binlog/spellings.py)
+    assert mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", keys=["4,k11"]).request == 4
     _sync(classic_spark, tmp_path, db, profile, chunk_size=500)
     for request, table in ((0, "k2"), (1, "tv")):
         done = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=request, checkpoint=args["checkpoint"])
@@ -228,9 +339,12 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     ranges = {str(t): r.text() for rnd in StateStore(args["state_dir"]).rounds() for t, r in rnd.ranges}
     # k2's two differing keys of its (INT, VARCHAR) key read again alone: the changed row, and the key the mirror
     # held twice (both copies deleted by its bytes, one row read)
-    assert ranges == {f"{db}.tv": "id in [1, 200), [998, 1000)", f"{db}.k2": "(a, b) in {(3, 'K10'), (5, 'K12')}",
+    assert ranges == {f"{db}.tv": "id in [1, 200), [998, 1000)",
+                      f"{db}.k2": "(a, b) in {(3, 'K10'), (4, 'K11'), (4, 'k11'), (5, 'K12')}",
                       str(TableId(db, "z%s")): "id in [2147483647, 2147483648)"}, ranges
-    assert mysql_cdc.resnapshot(state_dir=args["state_dir"], request=3, checkpoint=args["checkpoint"]).state == "done"
+    for request in (3, 4):
+        assert mysql_cdc.resnapshot(state_dir=args["state_dir"], request=request,
+                                    checkpoint=args["checkpoint"]).state == "done"
     passed = mysql_cdc.resnapshot(state_dir=args["state_dir"], request=2, checkpoint=args["checkpoint"])
     assert passed.state == "passed" and "names no table captured now" in passed.why, passed
     final = _verify(classic_spark, args, recheck_seconds=0)
@@ -244,6 +358,35 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     k2 = _by_table(later)["k2"]
     assert "(b: varchar(8) utf8mb4 then, varchar(8) latin1 now): verify again once the sync" in k2.not_checked, k2
     assert not later.ok and _by_table(later)["tv"].ok and _by_table(later)["`z%s`"].ok, later.lines()
+
+
+def test_a_listed_string_key_names_every_spelling_a_mirror_may_hold(info: ServerInfo, profile: ConnectionProfile,
+                                                                     db: str, root: Any) -> None:
+    """The spellings of listed string keys a mirror may hold at a binlog point ``P`` (the point their ``-R`` row
+    takes them out): stored now under the key's collation, or in a row image of the binlog after ``P``. Without the
+    second, a row deleted or re-cased after ``P`` in a spelling the list did not name stayed in the mirror."""
+    from mysql_cdc.options import parse_options
+    from mysql_cdc.planner.plan import plan_tables
+    from mysql_cdc.udtf.binlog.spellings import spellings
+    from mysql_cdc.udtf.binlog.startup import server_end
+
+    cur = root.cursor()
+    # utf8mb4_general_ci: no case, and PAD SPACE ('abc ' is 'abc') on both servers
+    cur.execute("CREATE TABLE sp (code VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY, v INT)")
+    cur.executemany("INSERT INTO sp VALUES (%s, 1)", ["K-100", "abc ", "Q", "x", "other"])
+    opts = parse_options({"tables": f"{db}[.]sp"})
+    facts, plans = plan_tables(profile, opts)
+    at = server_end(profile, facts)  # P
+    cur.execute("DELETE FROM sp WHERE code = 'K-100'")  # after P: gone from the source, held by the mirror
+    cur.execute("UPDATE sp SET code = 'q' WHERE code = 'Q'")  # re-cased: the mirror holds 'Q'
+    cur.execute("UPDATE sp SET v = 2 WHERE code = 'other'")  # another key's change: not one of them
+    cur.execute("INSERT INTO sp VALUES ('zzz', 1)")
+    listed = [("k-100",), ("ABC",), ("q",), ("x",)]
+    got = spellings(profile, opts, facts, plans[0].schema, listed, at)
+    assert sorted(got) == [("K-100",), ("Q",), ("abc ",)], got
+    # the keys a list names byte for byte (x, q) come back as none; none changed since P: only what is stored
+    assert spellings(profile, opts, facts, plans[0].schema, [("x",), ("ABC",)], server_end(profile, facts)) == \
+        [("abc ",)]
 
 
 def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage_is_still_caught(

@@ -37,6 +37,7 @@ from mysql_cdc.udtf.binlog.catchup import catchup_parts
 from mysql_cdc.udtf.binlog.emit import outside_high
 from mysql_cdc.udtf.binlog.phase import BinlogPhase, executed_at
 from mysql_cdc.udtf.binlog.rules import recorded_rules
+from mysql_cdc.udtf.binlog.spellings import spellings
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, read_from, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import SchemaChange
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
@@ -572,8 +573,19 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                 continue
             assert schema is not None
             # the columns whose literals say UTC as the table is now (a DATETIME made TIMESTAMP since the request)
-            out[t], high = replace(r, utc=tuple(c for c in r.key_columns
-                                                if schema.column(c).data_type == "timestamp")), why
+            r = replace(r, utc=tuple(c for c in r.key_columns if schema.column(c).data_type == "timestamp"))
+            if r.keys and any(schema.column(c).is_text for c in r.key_columns):
+                # every spelling of the listed string keys the mirror may hold at begin (udtf/binlog/spellings.py)
+                try:
+                    if begin.auto_position:
+                        raise ConfigError("the batch starts at a GTID set, not a binlog position")
+                    more = spellings(self.profile, self.opts, self.facts, schema, r.keys, begin.offset)
+                    r = KeyRange.of_keys(r.key_columns, [*r.keys, *more], r.utc) if more else r
+                except ConfigError as e:  # more than MAX_SPANS keys with their spellings
+                    log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: its keys' spellings in the "
+                                "source: %s", t, r.text(), e)
+                    continue
+            out[t], high = r, why
         return out, high
 
     # -- schema changes followed (option schema_changes follow) --

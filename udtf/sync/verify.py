@@ -55,10 +55,9 @@ from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.sql import chunk_where
 from mysql_cdc.state.store import StateStore
 from mysql_cdc.types import spark_type
-from mysql_cdc.udtf.binlog.server_ids import claimed_id
+from mysql_cdc.udtf.binlog.spellings import keys_changed
 from mysql_cdc.udtf.binlog.startup import server_end
-from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
-from mysql_cdc.udtf.convert import binlog_row_converter, columns_to_batch, table_arrow_schema
+from mysql_cdc.udtf.convert import columns_to_batch, table_arrow_schema
 from mysql_cdc.udtf.snapshot.reader import snapshot_position
 from mysql_cdc.udtf.sync import checksum as cs
 from mysql_cdc.udtf.sync.job import batch_end, committed_batches, query_app_id
@@ -644,29 +643,6 @@ def source_rows(view: SourceView, schema: TableSchema, b1: bool, *, buckets: Ite
     finally:
         cur.close()
     return out
-
-
-def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
-                 start: BinlogOffset, end: BinlogOffset, b1: bool) -> set[tuple[Any, ...]]:
-    """The keys of every row image of the table that the binlog holds between ``start`` and ``end``."""
-    if end.position_key() <= start.position_key():
-        return set()
-    conv = binlog_row_converter(schema.columns, b1)  # the capture's types: as the mirror holds the keys
-    at = schema.positions(schema.primary_key)
-    keys: set[tuple[Any, ...]] = set()
-    target = end.position_key()
-    with claimed_id(profile, opts) as sid:
-        for r in read_row_changes(profile, sid, start, {schema.table}, flavor=facts.flavor, use_gtid=False,
-                                  done=position_window_done(end), server_version=facts.version,
-                                  allow_statement_writes=opts.allow_statement_writes,
-                                  claim=lambda: claimed_id(profile, opts)):
-            if BinlogOffset(r.file, r.pos).position_key() > target:
-                continue
-            for image in (r.before, r.after):
-                if image is not None:
-                    values = canonical_image(image, conv)
-                    keys.add(tuple(values[i] for i in at))
-    return keys
 
 
 # ---- the mirror's side ----

@@ -1,0 +1,121 @@
+"""The keys a table's binlog changed between two points, and the spellings of a list of string keys a mirror may
+hold at a binlog point (``mysql-cdc resnapshot --key``, ``verify --repair``; docs/DESIGN.md §15).
+
+A string key is one key under its collation in many spellings: ``'K-100'`` and ``'k-100'`` under a ``_ci``
+collation, ``'abc'`` and ``'abc '`` under every PAD SPACE one. The server reads a listed key again with all its
+spellings, but a mirror deletes what the list names byte for byte. A spelling the mirror held when the key left
+it at point ``P`` (its ``-R`` row) and the list did not name stayed there for good when the source deleted or
+changed that row after ``P`` and before the key's chunk was read: the change falls before the chunk's high
+watermark, so the emit rule leaves it to the chunk, which no longer holds the row. So the list the round records
+names every spelling the mirror may hold at ``P``: those stored now (asked by the key's own columns, equal under
+the collation) and those of every row image the binlog holds from ``P`` to after that question (a row changed
+or deleted since ``P``), each with the server's sort key of a listed key (:class:`~mysql_cdc.keyorder.KeyOrder`).
+That is every spelling the source held at ``P``, which a mirror kept by the sync holds; a spelling named that the
+mirror does not hold deletes nothing.
+
+Which keys join the list (pure): a key whose sort key is a listed key's, not already listed byte for byte.
+
+>>> weights = {"k-100": 1, "K-100": 1, "a": 2, "b": 3}
+>>> joining([("k-100",), ("a",)], [("K-100",), ("k-100",), ("b",), ("K-100",)], lambda k: weights[k[0]])
+[('K-100',)]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from mysql_cdc.chunks import Key
+from mysql_cdc.connect import ServerFacts, connect
+from mysql_cdc.errors import ConfigError
+from mysql_cdc.ids import ident, table_ident
+from mysql_cdc.keyorder import KeyOrder
+from mysql_cdc.keyrange import column_value
+from mysql_cdc.offsets import BinlogOffset
+from mysql_cdc.options import CdcOptions
+from mysql_cdc.profiles import ConnectionProfile
+from mysql_cdc.schema import TableSchema
+from mysql_cdc.udtf.binlog.server_ids import claimed_id
+from mysql_cdc.udtf.binlog.startup import server_end
+from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
+from mysql_cdc.udtf.convert import binlog_row_converter
+
+log = logging.getLogger(__name__)
+
+MAX_STORED = 1000  # rows read per listed key (a chunk key that is not unique may hold more of one key)
+
+
+def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
+                 start: BinlogOffset, end: BinlogOffset, b1: bool, key: Sequence[str] = ()
+                 ) -> set[tuple[Any, ...]]:
+    """The keys (``key``'s columns; the primary key's when empty) of every row image of the table that the
+    binlog holds between ``start`` and ``end``."""
+    if end.position_key() <= start.position_key():
+        return set()
+    conv = binlog_row_converter(schema.columns, b1)  # the capture's types: as the mirror holds the keys
+    at = schema.positions(tuple(key) or schema.primary_key)
+    keys: set[tuple[Any, ...]] = set()
+    target = end.position_key()
+    with claimed_id(profile, opts) as sid:
+        for r in read_row_changes(profile, sid, start, {schema.table}, flavor=facts.flavor, use_gtid=False,
+                                  done=position_window_done(end), server_version=facts.version,
+                                  allow_statement_writes=opts.allow_statement_writes,
+                                  claim=lambda: claimed_id(profile, opts)):
+            if BinlogOffset(r.file, r.pos).position_key() > target:
+                continue
+            for image in (r.before, r.after):
+                if image is not None:
+                    values = canonical_image(image, conv)
+                    keys.add(tuple(values[i] for i in at))
+    return keys
+
+
+def joining(listed: Sequence[Key], candidates: Sequence[Key], sort_key: Callable[[Key], Hashable]) -> list[Key]:
+    """The ``candidates`` whose sort key is a listed key's and which the list does not hold byte for byte, once
+    each, in their order."""
+    wanted = {sort_key(tuple(k)) for k in listed}
+    have = set(map(tuple, listed))
+    out: list[Key] = []
+    for k in candidates:
+        if tuple(k) not in have and sort_key(tuple(k)) in wanted:
+            have.add(tuple(k))
+            out.append(tuple(k))
+    return out
+
+
+def spellings(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
+              keys: Sequence[Key], at: BinlogOffset) -> list[Key]:
+    """The spellings of ``keys`` (a list of keys of ``schema``'s chunk key, with a string column) that a mirror
+    may hold at ``at`` and the list does not name byte for byte: stored now, or in a row image the binlog holds
+    from ``at`` to after they were asked (each as the capture holds a key: a TIMESTAMP's as naive UTC)."""
+    order = KeyOrder(schema)
+    cols = [schema.column(c) for c in schema.chunk_key]
+    conn = connect(profile)
+    try:
+        keys = [k for k, ok in zip(keys, order.fits(conn, keys)) if ok]  # a string no row can hold names none
+        where = " AND ".join(f"{ident(c)} = %s" for c in schema.chunk_key)
+        found: list[Key] = []
+        cur = conn.cursor()
+        try:
+            for k in keys:
+                cur.execute(f"SELECT {', '.join(ident(c) for c in schema.chunk_key)} FROM "
+                            f"{table_ident(schema.table)} WHERE {where} LIMIT {MAX_STORED}", list(k))
+                found.extend(tuple(r) for r in cur.fetchall())
+        finally:
+            cur.close()
+        end = server_end(profile, facts)  # after the question: a row changed since is in the window below
+        changed = keys_changed(profile, opts, facts, schema, at, end, opts.tinyint1_as_boolean, schema.chunk_key)
+        candidates: list[Key] = []
+        for k in [*found, *sorted(changed, key=repr)]:
+            try:
+                candidates.append(tuple(column_value(c, v) for c, v in zip(cols, k)))
+            except ConfigError:  # a value no list could name (NULL): not a listed key's
+                continue
+        if not candidates:
+            return []
+        sorted_keys = order.sort_keys(conn, [*keys, *candidates])
+    finally:
+        conn.close()
+    by_key = dict(zip([tuple(k) for k in [*keys, *candidates]], sorted_keys))
+    return joining(keys, candidates, by_key.__getitem__)
