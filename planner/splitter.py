@@ -8,7 +8,9 @@ temporal keys under the server's order, composite keys column by column.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
 from mysql_cdc.chunks import Chunk, Key, chunks_from_bounds, even_bounds, is_after
@@ -160,10 +162,12 @@ def exact_key_columns(schema: TableSchema) -> str:
                      for c in schema.chunk_key)
 
 
-def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int, end: Key | None = None
-                ) -> Key | None:
+def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int, end: Key | None = None,
+                order: Callable[[], KeyOrder] | None = None) -> Key | None:
     """The key ``chunk_size`` rows after ``start`` (inclusive) and below ``end`` (the index read no further than
-    that: a short span of a key range is one query of its own rows), moved past ``start`` when keys repeat."""
+    that: a short span of a key range is one query of its own rows), moved past ``start`` when keys repeat
+    (``order``: the chunk key's :class:`KeyOrder`, made once per table: it asks the server how a collation
+    weighs text the first time it compares)."""
     cols = schema.chunk_key
     qcols = ", ".join(ident(c) for c in cols)  # executed with parameters: % written %%
     values = exact_key_columns(schema)
@@ -184,7 +188,8 @@ def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: i
         if row is None:
             return None
         key = tuple(row)
-        if start is not None and schema.chunk_key != schema.primary_key and KeyOrder(schema).equal(conn, key, start):
+        if start is not None and schema.chunk_key != schema.primary_key and (
+                order() if order is not None else KeyOrder(schema)).equal(conn, key, start):
             where, params = key_compare(cols, start, ">")
             cur.execute(f"SELECT {values} FROM {table} WHERE {nn}{where} ORDER BY {qcols} LIMIT 1",
                         params)
@@ -287,8 +292,9 @@ def _query_bounds(conn: Any, schema: TableSchema, chunk_size: int, start: Key | 
     """Inner boundaries found by the server, ``chunk_size`` rows apart, from ``start`` up to ``end``."""
     inner: list[Key] = []
     seen: set[Key] = set()
+    order = functools.cache(lambda: KeyOrder(schema))
     while True:
-        nxt = _next_start(conn, schema, start, chunk_size, end)
+        nxt = _next_start(conn, schema, start, chunk_size, end, order)
         if nxt is None or (end is not None and tuple(nxt) >= tuple(end)):
             return inner
         if start is not None and (tuple(nxt) == tuple(start) or tuple(nxt) in seen):  # it moves on, or stops
