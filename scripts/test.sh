@@ -106,10 +106,11 @@ else
   # folders: the MySQL cases, and the MariaDB cases with everything on neither server (unit, property), after which
   # that lane (it ends first, even with tests/conftest.py's by_default_on("mariadb") cases) runs the versions 4.1 and
   # then 4.2 of the versions run (one after the other: they fetch Iceberg's and Delta's jars into one Ivy cache,
-  # never both at once), and the MySQL lane, when its cases end, 4.0 (the shortest: 3 minutes, beside 4.2's end).
+  # never both at once), and the MySQL lane, when its cases end, 4.0 (the shortest: 3 minutes, beside 4.2's end;
+  # its thin client's server fetches Delta's jars into an Ivy folder of its own, tests/conftest.py delta_connect).
   # 4.2 ran after both lanes, alone, until 2026-12-02 (beside the whole MySQL lane its Delta kill test had taken 9
   # minutes instead of 6): the run took 54.5 minutes, the MySQL lane ending 1 minute before the MariaDB lane's 4.0.
-  # Whatever a lane did not take (a lane cut by its guard takes none) runs after both.
+  # A version a lane did not take (its lane cut by its guard) runs after both, unless the run was cut.
   # One process left a quarter of the 2 cores idle (waits on servers, on Spark's scheduling, on subprocesses); side
   # by side, with C1 JVMs (tests/conftest.py), the main suite took 50 minutes instead of 68 (README). A third lane
   # (the versions run beside both from the start) was slower on 2026-12-01: every test slowed, the MySQL lane ran
@@ -138,8 +139,8 @@ else
   cat "$mine/versions.log" 2>/dev/null
   worse "$(cat "$mine/other.rc" 2>/dev/null)" $rc
   rc=$WORSE
-  # the rest (4.2) after both lanes, alone; every version ran in one place or the other, unless a lane was cut
-  # (which the run reports)
+  # what no lane took, after both; every version ran in one place or the other, unless a lane was cut (which the
+  # run reports)
   if [ $rc -ne 124 ] && [ $rc -ne 137 ]; then
     versions_run "$mine/claims"
     worse $? $rc

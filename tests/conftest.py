@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -333,8 +334,13 @@ def delta_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectS
     from mysql_cdc.udtf.sync.sinks import SNAPSHOT_PARTITIONS, delta_artifact
 
     jars = delta_artifact(pyspark.__version__)
+    # an Ivy folder of this version's own: scripts/test.sh runs 4.0's tests beside 4.1's and 4.2's, whose jars go
+    # into Ivy's default folder, and two Ivys fetching one artifact into one folder can spoil it
+    ivy = Path.home() / ".cache" / "pyspark-mysql-cdc" / f"ivy-{pyspark.__version__}"
+    ivy.mkdir(mode=0o700, parents=True, exist_ok=True)
     delta = [] if jars is None else [
-        ("spark.jars.packages", jars), ("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
+        ("spark.jars.packages", jars), ("spark.jars.ivy", str(ivy)),
+        ("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
         ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"),
         (SNAPSHOT_PARTITIONS, "2")]
     yield from _plugin_server(tmp_path_factory, "connect-delta", delta)

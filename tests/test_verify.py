@@ -179,8 +179,12 @@ def test_every_value_of_every_type_has_one_text_on_both_sides(
     wrong = {i: (a, b) for i, (a, b, _) in texts.items() if a != b}
     assert not wrong, [(i, bytes.fromhex(a).split(b"|"), bytes.fromhex(b).split(b"|"))
                        for i, (a, b) in sorted(wrong.items())[:2]]
-    # one text, one value: the texts of a column name one value of the mirror's each (the id's text first)
+    # one text, one value: the texts of a column name one value of the mirror's each (the id's text first); not
+    # MySQL's doubles, whose text has at most 22 characters (checksum.MYSQL_WIDTH): -1.7976931348623157e308 and
+    # the next double are both -1.797693134862316e308 there
     for k, name in enumerate(NAMES):
+        if info.kind == "mysql" and name in ("f", "g"):
+            continue
         seen: dict[bytes, Any] = {}
         for text, _, values in texts.values():
             part = bytes.fromhex(text).split(b"|")
@@ -387,6 +391,16 @@ def test_a_listed_string_key_names_every_spelling_a_mirror_may_hold(info: Server
     # the keys a list names byte for byte (x, q) come back as none; none changed since P: only what is stored
     assert spellings(profile, opts, facts, plans[0].schema, [("x",), ("ABC",)], server_end(profile, facts)) == \
         [("abc ",)]
+    # a key of two columns, its chunk key not unique (a table without a primary key): each stored spelling once,
+    # and only where the other column is a listed key's
+    cur.execute("CREATE TABLE sp2 (a INT NOT NULL, b VARCHAR(8) COLLATE utf8mb4_general_ci NOT NULL, v INT)")
+    cur.executemany("INSERT INTO sp2 VALUES (%s, %s, 1)", [(1, "K"), (1, "K"), (1, "k "), (2, "K"), (1, "j")])
+    opts2 = parse_options({"tables": f"{db}[.]sp2", "chunk_key": f"{db}[.]sp2:a,b"})
+    _, plans2 = plan_tables(profile, opts2)
+    at = server_end(profile, facts)
+    cur.execute("UPDATE sp2 SET b = 'J' WHERE b = 'j'")
+    got = spellings(profile, opts2, facts, plans2[0].schema, [(1, "k"), (1, "J")], at)
+    assert sorted(got) == [(1, "K"), (1, "j"), (1, "k ")], got
 
 
 def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage_is_still_caught(

@@ -43,7 +43,7 @@ from mysql_cdc.udtf.convert import binlog_row_converter
 
 log = logging.getLogger(__name__)
 
-MAX_STORED = 1000  # rows read per listed key (a chunk key that is not unique may hold more of one key)
+MAX_STORED = 1000  # spellings of one listed key stored (more: ConfigError, and the table is read whole)
 
 
 def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
@@ -91,31 +91,47 @@ def spellings(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, 
     from ``at`` to after they were asked (each as the capture holds a key: a TIMESTAMP's as naive UTC)."""
     order = KeyOrder(schema)
     cols = [schema.column(c) for c in schema.chunk_key]
+    text = [i for i, c in enumerate(cols) if c.is_text]
     conn = connect(profile)
     try:
         keys = [k for k, ok in zip(keys, order.fits(conn, keys)) if ok]  # a string no row can hold names none
+        if not keys:
+            return []
         where = " AND ".join(f"{ident(c)} = %s" for c in schema.chunk_key)
+        # each stored spelling once (a chunk key that is not unique may hold a spelling many times): grouped by
+        # the bytes, MIN of a group of equal bytes is that value
+        picked = ", ".join(f"MIN({ident(c)})" for c in schema.chunk_key)
+        groups = ", ".join(f"CAST({ident(c)} AS BINARY)" for c in schema.chunk_key)
         found: list[Key] = []
         cur = conn.cursor()
         try:
             for k in keys:
-                cur.execute(f"SELECT {', '.join(ident(c) for c in schema.chunk_key)} FROM "
-                            f"{table_ident(schema.table)} WHERE {where} LIMIT {MAX_STORED}", list(k))
-                found.extend(tuple(r) for r in cur.fetchall())
+                cur.execute(f"SELECT {picked} FROM {table_ident(schema.table)} WHERE {where} GROUP BY {groups} "
+                            f"LIMIT {MAX_STORED + 1}", list(k))
+                rows = cur.fetchall()
+                if len(rows) > MAX_STORED:
+                    raise ConfigError(f"key {k!r} of {str(schema.table)!r} is stored in more than {MAX_STORED} "
+                                      "spellings")
+                found.extend(tuple(r) for r in rows)
         finally:
             cur.close()
         end = server_end(profile, facts)  # after the question: a row changed since is in the window below
-        changed = keys_changed(profile, opts, facts, schema, at, end, opts.tinyint1_as_boolean, schema.chunk_key)
-        candidates: list[Key] = []
+        # the key's values as the server holds them (a TINYINT(1) too: a key range holds integers)
+        changed = keys_changed(profile, opts, facts, schema, at, end, False, schema.chunk_key)
+        # a key whose other columns are no listed key's is none of theirs: not weighed
+        others = {tuple(v for i, v in enumerate(k) if i not in text) for k in keys}
+        candidates: dict[Key, None] = {}
         for k in [*found, *sorted(changed, key=repr)]:
             try:
-                candidates.append(tuple(column_value(c, v) for c, v in zip(cols, k)))
+                got = tuple(column_value(c, v) for c, v in zip(cols, k))
             except ConfigError:  # a value no list could name (NULL): not a listed key's
                 continue
+            if tuple(v for i, v in enumerate(got) if i not in text) in others:
+                candidates.setdefault(got, None)
         if not candidates:
             return []
         sorted_keys = order.sort_keys(conn, [*keys, *candidates])
     finally:
         conn.close()
     by_key = dict(zip([tuple(k) for k in [*keys, *candidates]], sorted_keys))
-    return joining(keys, candidates, by_key.__getitem__)
+    return joining(keys, list(candidates), by_key.__getitem__)

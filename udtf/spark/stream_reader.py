@@ -30,7 +30,7 @@ from mysql_cdc.planner.plan import (
     split_schemas,
 )
 from mysql_cdc.profiles import ConnectionProfile, running
-from mysql_cdc.retry import keep_trying
+from mysql_cdc.retry import is_transient, keep_trying
 from mysql_cdc.schema import RESET, TableSchema
 from mysql_cdc.state.store import Round, StateStore, pin_capture
 from mysql_cdc.udtf.binlog.catchup import catchup_parts
@@ -581,7 +581,12 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                         raise ConfigError("the batch starts at a GTID set, not a binlog position")
                     more = spellings(self.profile, self.opts, self.facts, schema, r.keys, begin.offset)
                     r = KeyRange.of_keys(r.key_columns, [*r.keys, *more], r.utc) if more else r
-                except ConfigError as e:  # more than MAX_SPANS keys with their spellings
+                except Exception as e:
+                    # more than MAX_SPANS keys with their spellings, too many spellings, a table or column gone or
+                    # changed since, a binlog value of another charset: the table read whole is always right; a
+                    # lost connection is tried again
+                    if is_transient(e):
+                        raise
                     log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: its keys' spellings in the "
                                 "source: %s", t, r.text(), e)
                     continue
