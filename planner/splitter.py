@@ -162,8 +162,8 @@ def exact_key_columns(schema: TableSchema) -> str:
                      for c in schema.chunk_key)
 
 
-def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int, end: Key | None = None,
-                order: Callable[[], KeyOrder] | None = None) -> Key | None:
+def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: int, end: Key | None,
+                order: Callable[[], KeyOrder]) -> Key | None:
     """The key ``chunk_size`` rows after ``start`` (inclusive) and below ``end`` (the index read no further than
     that: a short span of a key range is one query of its own rows), moved past ``start`` when keys repeat
     (``order``: the chunk key's :class:`KeyOrder`, made once per table: it asks the server how a collation
@@ -188,8 +188,7 @@ def _next_start(conn: Any, schema: TableSchema, start: Key | None, chunk_size: i
         if row is None:
             return None
         key = tuple(row)
-        if start is not None and schema.chunk_key != schema.primary_key and (
-                order() if order is not None else KeyOrder(schema)).equal(conn, key, start):
+        if start is not None and schema.chunk_key != schema.primary_key and order().equal(conn, key, start):
             where, params = key_compare(cols, start, ">")
             cur.execute(f"SELECT {values} FROM {table} WHERE {nn}{where} ORDER BY {qcols} LIMIT 1",
                         params)

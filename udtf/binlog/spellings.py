@@ -22,7 +22,6 @@ Which keys join the list (pure): a key whose sort key is a listed key's, not alr
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -40,8 +39,6 @@ from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
 from mysql_cdc.udtf.convert import binlog_row_converter
-
-log = logging.getLogger(__name__)
 
 MAX_STORED = 1000  # spellings of one listed key stored (more: ConfigError, and the table is read whole)
 
