@@ -878,14 +878,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tables", action="append", help="regular expressions over 'db.table' of the captured tables "
                    "to snapshot again, e.g. 'shop[.]orders'")
     r.add_argument("--key-from", help="read again only the rows with a key from this one on (one table; a key of "
-                   "integer, binary, DECIMAL, DATE, DATETIME or TIMESTAMP columns: values separated by commas, one "
-                   "per key column, a binary one as 0x and hex digits, a date as 2024-02-29, a time as "
-                   "2024-02-29 10:00:00.25, a TIMESTAMP's in UTC unless it names its zone)")
+                   "integer, binary, DECIMAL, DATE, DATETIME, TIMESTAMP, CHAR or VARCHAR columns: values separated "
+                   "by commas, one per key column, a binary one as 0x and hex digits, a date as 2024-02-29, a time "
+                   "as 2024-02-29 10:00:00.25, a TIMESTAMP's in UTC unless it names its zone; compared as the "
+                   "server orders the key, a string under its collation)")
     r.add_argument("--key-to", help="... and below this key (excluded); either bound may be left out")
     r.add_argument("--key", action="append", help="read again only this key (one table, as --key-from; give it "
                    "once per key; with --key-from/--key-to, these keys and that range; a key with a CHAR or VARCHAR "
-                   "column takes keys only, at most 64, each as the mirror holds it: the whole text for a key of one "
-                   "such column)")
+                   "column takes at most 64 keys, or a range, not both: the whole text for a key of one such "
+                   "column)")
     r.add_argument("--request", type=int, help="the number of an earlier request: say where it stands")
     r.add_argument("--checkpoint", help="the sync's Spark checkpoint location: to tell when the request is done")
     r.add_argument("--wait-seconds", type=float, default=0.0,

@@ -9,9 +9,12 @@ delta-rs and in Iceberg (numbers; bytes compared unsigned, one after the other, 
 so the rows a mirror deletes for the range (:meth:`KeyRange.predicate`: number, ``X'..'`` and ISO text literals,
 which each engine reads as the column's type; a TIMESTAMP's with ``Z``: the value is in UTC, as keys are held)
 are exactly those the source reads again. A key with a string column (CHAR, VARCHAR: ordered by a collation the
-lakes do not know) takes a list of keys only (``keys``): each read again as the server finds it (the keys equal
-to it under the collation: one chunk ``[k, k AFTER)``, :data:`~mysql_cdc.chunks.AFTER`) and deleted from a mirror
-as written, byte for byte (``CAST(X'..' AS STRING)``: no quote or backslash in the text). A BIGINT UNSIGNED
+lakes do not know) is deleted from a mirror by the keys it holds, each byte for byte (``CAST(X'..' AS STRING)``: no
+quote or backslash in the text): a list of keys (``keys``), each read again as the server finds it (the keys
+equal to it under the collation: one chunk ``[k, k AFTER)``, :data:`~mysql_cdc.chunks.AFTER`), or a range
+``[start, end)`` read again as the server orders the key, with ``held``: every spelling of a key in it that a
+mirror may hold, found by the server when the request is taken (:mod:`mysql_cdc.udtf.binlog.spellings`; before
+that it has no predicate). A BIGINT UNSIGNED
 column (a DECIMAL(20, 0) in a lake) takes bounds below 2^53 only and a DECIMAL at most 15 digits
 (:func:`range_problem`: delta-rs keeps their file statistics as doubles). The key just
 after ``k``: ``k + 1`` (an integer), ``k + b"\\x00"`` (bytes), ``k`` and one unit of its last digit (a DECIMAL at its
@@ -69,6 +72,12 @@ Span = tuple[RangeKey | None, RangeKey | None]
 # a request names at most this many spans of a table (a longer list of keys is joined across its smallest gaps:
 # more rows are read again, the same keys among them), so that a mirror's delete is one predicate of bounded size
 MAX_SPANS = 64
+# a range over a key with a string column takes at most this many keys held in it (each named in the mirror's
+# delete; more: the table is read again whole), in at most MAX_GROUPS disjunctions (delta-rs plans a chain of
+# disjunctions in time that grows with its square: 1,000 took 4 s, 2,000 took 17 s and 5,000 crashed it, where
+# one IN list of 2,000 took 0.14 s)
+MAX_HELD = 10_000
+MAX_GROUPS = 256
 
 
 @dataclass(frozen=True)
@@ -81,21 +90,32 @@ class KeyRange:
     gaps: tuple[tuple[RangeKey, RangeKey], ...] = ()  # half-open, inside [start, end), in order: keys not in the range
     utc: tuple[str, ...] = ()  # the key columns whose values are UTC instants (TIMESTAMP): their literals say so
     keys: tuple[RangeKey, ...] = ()  # a list of keys (a key with a string column), in place of start, end and gaps
+    # a range over a key with a string column: the keys a mirror may hold in it, each spelling (None: not known yet)
+    held: tuple[RangeKey, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.key_columns:
             raise ConfigError("a key range needs the key's columns: a table without a key is snapshotted again whole")
         if self.keys:
-            if self.start is not None or self.end is not None or self.gaps:
-                raise ConfigError(f"a list of keys {self.keys!r} has no start, end or gaps beside it")
+            if self.start is not None or self.end is not None or self.gaps or self.held is not None:
+                raise ConfigError(f"a list of keys {self.keys!r} has no start, end, gaps or keys held beside it")
             check_keys(self.key_columns, [("key", k) for k in self.keys])
             if len(self.keys) > MAX_SPANS:
                 raise ConfigError(f"{len(self.keys)} keys over {', '.join(self.key_columns)} are asked for; a key with "
                                   f"a string column takes at most {MAX_SPANS} at once (each read again alone)")
             return
-        if any(isinstance(v, str) for k in (self.start, self.end, *(v for g in self.gaps for v in g)) for v in k or ()):
-            raise ConfigError(f"a key over {', '.join(self.key_columns)} holds strings, which the lakes cannot order "
-                              "as the server's collation does: give its keys one by one (--key), not a range")
+        if self.texts:  # ordered by the server's collation: its bounds are compared there (spellings.held_in_range)
+            if self.gaps:
+                raise ConfigError(f"a range over {', '.join(self.key_columns)}, a key with a string column, has no "
+                                  f"gaps: {self.gaps!r}")
+            check_keys(self.key_columns, [("key range start", self.start), ("key range end", self.end),
+                                          *(("key held", k) for k in self.held or ())])
+            if self.held is not None and len(self.held) > MAX_HELD:
+                raise ConfigError(f"the range {self.text()} holds {len(self.held):,} keys; a range over a key with "
+                                  f"a string column takes at most {MAX_HELD:,} (each named in the mirror's delete)")
+            return
+        if self.held is not None:
+            raise ConfigError(f"keys held {self.held!r} belong to a range over a key with a string column only")
         check_keys(self.key_columns, [("key range start", self.start), ("key range end", self.end),
                                       *(("key range gap", v) for g in self.gaps for v in g)])
         if self.start is not None and self.end is not None and not self.start < self.end:
@@ -175,6 +195,26 @@ class KeyRange:
             return cls(cols, keys=tuple(sorted(set(map(tuple, keys)))), utc=tuple(c for c in key_columns if c in utc))
         return cls.of_spans(key_columns, [(tuple(k), (*k[:-1], _after(k[-1]))) for k in map(tuple, keys)], utc)
 
+    @property
+    def texts(self) -> bool:
+        """Whether the range's bounds hold a string (a range over a key with a string column; a list of keys is
+        not one). Such a range is read again as the server orders its key, and deleted from a mirror by the keys
+        held in it, once they are known:
+
+        >>> r = KeyRange(("code",), ("b",), ("M",))  # 'b' to 'M' under a case-insensitive collation
+        >>> r.texts, r.spans(), r.text()
+        (True, [(('b',), ('M',))], "code in ['b', 'M')")
+        >>> r.predicate(str)
+        Traceback (most recent call last):
+        ...
+        mysql_cdc.errors.ConfigError: the keys a mirror holds in code in ['b', 'M') are not known yet: they are \
+found when the request is taken
+        >>> h = KeyRange(("code",), ("b",), ("M",), held=(("b",), ("C",), ("c ",)))
+        >>> h.predicate(str), h.contains(("c ",)), h.contains(("c",)), KeyRange.from_dict(h.to_dict()) == h
+        ("code IN (CAST(X'43' AS STRING), CAST(X'62' AS STRING), CAST(X'6320' AS STRING))", True, False, True)
+        """
+        return any(isinstance(v, str) for k in (self.start, self.end) for v in k or ())
+
     def spans(self) -> list[Span]:
         """The range's half-open spans in key order: ``[start, gap start)``, ... ``[last gap end, end)``; a list
         of keys' ``[k, k AFTER)`` (in Python's order of its values, not a collation's)."""
@@ -196,18 +236,23 @@ class KeyRange:
                   else v for v in key)
         if self.keys:
             return k in self.keys
+        if self.texts:  # in the server's order alone: the keys it found there
+            if self.held is None:
+                raise ConfigError(f"the keys a mirror holds in {self.text()} are not known yet")
+            return k in self.held
         return ((self.start is None or k >= self.start) and (self.end is None or k < self.end)
                 and not any(a <= k < b for a, b in self.gaps))
 
     def predicate(self, quote: Callable[[str], str]) -> str:
         """SQL text that holds for exactly the keys in the range (number, ``X'..'`` and ISO text literals, an
         integer or DECIMAL end's last value written ``<= v`` less one unit; ``quote`` makes a column's name an
-        identifier of the engine's dialect): the span's bounds, or one disjunction per span; a list of keys' one
-        conjunction of equalities per key."""
-        if self.keys:
-            return " OR ".join(
-                "(" + " AND ".join(f"{quote(c)} = {_literal(v, c in self.utc)}" for c, v in zip(self.key_columns, k))
-                + ")" for k in self.keys)
+        identifier of the engine's dialect): the span's bounds, or one disjunction per span; a list of keys', or
+        the keys held in a range over a key with a string column, as :func:`listed` writes them."""
+        if self.keys or self.texts:
+            if not self.keys and self.held is None:
+                raise ConfigError(f"the keys a mirror holds in {self.text()} are not known yet: they are found when "
+                                  "the request is taken")
+            return listed(self.key_columns, self.keys or self.held or (), quote, self.utc)
 
         def span(start: RangeKey | None, end: RangeKey | None) -> str:
             parts = []
@@ -227,10 +272,13 @@ class KeyRange:
         >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), (1,), (3,))).text()
         'id in [1, 3), [5, 9)'
         >>> KeyRange(("id",), (5,), (9,)).union(KeyRange(("id",), None, (6,)))
-        KeyRange(key_columns=('id',), start=None, end=(9,), gaps=(), utc=(), keys=())
+        KeyRange(key_columns=('id',), start=None, end=(9,), gaps=(), utc=(), keys=(), held=None)
         """
         if other.key_columns != self.key_columns:
             raise ConfigError(f"key ranges over {self.key_columns!r} and {other.key_columns!r} cannot be joined")
+        if self.texts or other.texts:  # the lakes cannot order them: which keys two ranges share is the server's
+            raise ConfigError(f"a range over a key with a string column ({(self if self.texts else other).text()}) "
+                              "is read again alone, not with other keys or ranges of its table: ask for each apart")
         if self.keys or other.keys:
             if not (self.keys and other.keys):
                 raise ConfigError(f"a list of keys {self.text()} and a range {other.text()} cannot be joined")
@@ -262,6 +310,8 @@ class KeyRange:
                                "end": None if self.end is None else items(self.end)}
         if self.keys:  # a string as a JSON string (no range before held one)
             out["keys"] = [items(k) for k in self.keys]
+        if self.held is not None:
+            out["held"] = [items(k) for k in self.held]
         if self.gaps:
             out["gaps"] = [[items(a), items(b)] for a, b in self.gaps]
         if self.utc:
@@ -283,7 +333,8 @@ class KeyRange:
             gaps = tuple((tuple(value(x) for x in a), tuple(value(x) for x in b)) for a, b in d.get("gaps") or ())
             return cls(tuple(str(c) for c in d["key_columns"]), key(d.get("start")), key(d.get("end")), gaps,
                        tuple(str(c) for c in d.get("utc") or ()),
-                       tuple(tuple(value(x) for x in k) for k in d.get("keys") or ()))
+                       tuple(tuple(value(x) for x in k) for k in d.get("keys") or ()),
+                       None if d.get("held") is None else tuple(tuple(value(x) for x in k) for k in d["held"]))
         except (ValueError, TypeError, KeyError) as e:
             raise ConfigError(f"key range {d!r} is not one this version reads: {e}") from e
 
@@ -298,7 +349,7 @@ EXACT_LIMIT = 2**53
 def range_problem(columns: Sequence[Any], key: Sequence[str], bounds: KeyRange | None = None) -> str | None:
     """Why a table whose chunk key is ``key`` (``columns``: its :class:`~mysql_cdc.schema.ColumnInfo` s) takes
     no key range (or not ``bounds``), or ``None``: the key must be integer, binary, DECIMAL, DATE, DATETIME,
-    TIMESTAMP or string (CHAR, VARCHAR: a list of keys only) columns, NOT NULL, whose lake column is an integer
+    TIMESTAMP or string (CHAR, VARCHAR) columns, NOT NULL, whose lake column is an integer
     (TINYINT(1) may be a BOOLEAN), bytes, a DECIMAL, a date, a time or a string too.
     delta-rs keeps a Delta file's statistics of a DECIMAL as doubles: exact up to 15 digits
     (measured: a DECIMAL(20, 2) key's row was not deleted by its own value), so a DECIMAL of more digits takes no
@@ -327,6 +378,8 @@ columns, NOT NULL (p is decimal(20,2))'
     >>> s = [C("code", "varchar", "varchar(8)", False, charset="utf8mb4")]
     >>> range_problem(s, ["code"]), range_problem(s, ["code"], KeyRange.of_keys(("code",), [("a",)]))
     (None, None)
+    >>> range_problem(s, ["code"], KeyRange(("code",), ("a",), ("m",))) is None
+    True
     >>> range_problem(s, ["code"], KeyRange(("code",), keys=((7,),)))
     'its bound 7 of code (varchar(8)) is not text'
     >>> d = [C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2)]
@@ -346,9 +399,6 @@ columns, NOT NULL (p is decimal(20,2))'
         shown = ", ".join(f"{c.name} is {'NULL-able ' if c.nullable else ''}{c.column_type}" for c in bad)
         return (f"its chunk key {', '.join(key)} is not of integer, binary, DECIMAL (up to 15 digits), DATE, "
                 f"DATETIME, TIMESTAMP or string columns, NOT NULL ({shown})")
-    if bounds is not None and not bounds.keys and any(_kind(by[k]) is str for k in key):
-        return (f"its chunk key {', '.join(key)} has a string column, which the lakes cannot order as the server's "
-                "collation does: it takes a list of keys (--key), not a range")
     if bounds is not None:
         edges: list[tuple[RangeKey | None, bool]] = [(k, False) for k in bounds.keys] or [
             (b, is_end) for span in bounds.spans() for b, is_end in zip(span, (False, True))]
@@ -632,6 +682,44 @@ def _literal(v: Value, utc: bool = False) -> str:
     if isinstance(v, dt.date):
         return f"'{v.isoformat()}'"
     return format(v, "f") if isinstance(v, Decimal) else str(int(v))
+
+
+def listed(cols: Sequence[str], keys: Sequence[RangeKey], quote: Callable[[str], str], utc: Collection[str] = ()
+           ) -> str:
+    """SQL text that holds for exactly ``keys`` (each value as written: :func:`_literal`): one column's values
+    in one ``IN`` list (``=`` for one), the keys grouped by their other columns' values, one disjunction per
+    group; the column is the one that makes the fewest groups (the last of those). None: ``FALSE``. More than
+    :data:`MAX_GROUPS` groups: a :class:`ConfigError` (one IN list plans at once in delta-rs, a chain of
+    disjunctions does not).
+
+    >>> listed(("code", "n"), [("a", 1), ("b", 1), ("c", 2)], str)
+    "(n = 1 AND code IN (CAST(X'61' AS STRING), CAST(X'62' AS STRING))) OR (n = 2 AND code = CAST(X'63' AS STRING))"
+    >>> listed(("code",), [("b",), ("a",)], str), listed(("code",), [], str)
+    ("code IN (CAST(X'61' AS STRING), CAST(X'62' AS STRING))", 'FALSE')
+    """
+    if not keys:
+        return "FALSE"
+    keys = sorted(set(map(tuple, keys)))  # each column's values of one kind (check_keys)
+    n = len(cols)
+
+    def groups(j: int) -> dict[RangeKey, list[Value]]:
+        out: dict[RangeKey, list[Value]] = {}
+        for k in keys:
+            out.setdefault(k[:j] + k[j + 1:], []).append(k[j])
+        return out
+    j = min(range(n), key=lambda i: (len(groups(i)), -i))
+    by = groups(j)
+    if len(by) > MAX_GROUPS:
+        raise ConfigError(f"{len(keys):,} keys over {', '.join(cols)} make {len(by):,} groups of keys a mirror's "
+                          f"delete names; it takes at most {MAX_GROUPS}")
+    others = [c for i, c in enumerate(cols) if i != j]
+    parts = []
+    for rest, values in by.items():
+        eq = [f"{quote(c)} = {_literal(v, c in utc)}" for c, v in zip(others, rest)]
+        texts = [_literal(v, cols[j] in utc) for v in values]
+        within = f"{quote(cols[j])} = {texts[0]}" if len(texts) == 1 else f"{quote(cols[j])} IN ({', '.join(texts)})"
+        parts.append(" AND ".join([*eq, within]))
+    return parts[0] if len(parts) == 1 and n == 1 else " OR ".join(f"({p})" for p in parts)
 
 
 def reset_range(position: str | None) -> KeyRange | None:

@@ -294,7 +294,7 @@ def _query_bounds(conn: Any, schema: TableSchema, chunk_size: int, start: Key | 
     order = functools.cache(lambda: KeyOrder(schema))
     while True:
         nxt = _next_start(conn, schema, start, chunk_size, end, order)
-        if nxt is None or (end is not None and tuple(nxt) >= tuple(end)):
+        if nxt is None or (end is not None and _at_or_after(conn, order(), nxt, end)):
             return inner
         if start is not None and (tuple(nxt) == tuple(start) or tuple(nxt) in seen):  # it moves on, or stops
             raise ChunkKeyError(
@@ -305,6 +305,15 @@ def _query_bounds(conn: Any, schema: TableSchema, chunk_size: int, start: Key | 
         inner.append(nxt)
         seen.add(tuple(nxt))
         start = nxt
+
+
+def _at_or_after(conn: Any, order: KeyOrder, key: Key, end: Key) -> bool:
+    """Whether ``key`` is at or after ``end`` as the server orders the chunk key (a string column by its
+    collation, where Python's order of the text is another: 'b' < 'M' under a case-insensitive one)."""
+    if not order.needs_server:
+        return tuple(key) >= tuple(end)
+    a, b = order.sort_keys(conn, [key, end])
+    return bool(a >= b)
 
 
 def range_rows(conn: Any, schema: TableSchema, start: Key | None, end: Key | None) -> int:

@@ -4,20 +4,26 @@ order (Python's tuple order) says, also for a range with gaps (a list of keys, r
 columns of bytes, DECIMAL, dates and times (as ISO texts, which order as they do); the union of two ranges holds
 exactly the keys of either, a list of keys exactly those keys (at most MAX_SPANS spans: then every key and no
 fewer), and a range reads back from its JSON as it was; a list of keys with strings holds exactly those keys,
-byte for byte, whatever quotes, backslashes or SQL they hold."""
+byte for byte, whatever quotes, backslashes or SQL they hold; so do the keys held in a range over a string key,
+also in delta-rs (one IN list a group), and that range reads back from its JSON."""
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import sqlite3
 from decimal import Decimal
 from typing import Any
 
-from hypothesis import given
+import deltalake
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mysql_cdc.keyrange import MAX_SPANS, KeyRange
+from mysql_cdc.errors import ConfigError
+from mysql_cdc.keyrange import MAX_GROUPS, MAX_HELD, MAX_SPANS, KeyRange, listed
 
 ints = st.integers(-50, 50)
 
@@ -157,14 +163,60 @@ def test_a_list_of_string_keys_deletes_exactly_those_keys_byte_for_byte(keys: li
         assert r.union(KeyRange.of_keys(cols, more)).keys == tuple(sorted(set(keys) | set(more)))
 
 
-def test_a_string_key_takes_no_range_and_at_most_max_spans_keys() -> None:
-    import pytest
-
-    from mysql_cdc.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=r"holds strings, which the lakes cannot order as the server's collation"):
-        KeyRange(("code",), ("a",), ("b",))
+def test_a_string_key_takes_a_range_alone_and_at_most_max_spans_keys() -> None:
+    with pytest.raises(ConfigError, match=r"is read again alone, not with other keys or ranges of its table"):
+        KeyRange(("code",), ("a",), ("b",)).union(KeyRange.of_keys(("code",), [("c",)]))
+    with pytest.raises(ConfigError, match=r"has no gaps"):
+        KeyRange(("code",), ("a",), ("z",), ((("b",), ("c",)),))
+    with pytest.raises(ConfigError, match=rf"takes at most {MAX_HELD:,}"):
+        KeyRange(("code",), ("a",), None, held=tuple((str(i),) for i in range(MAX_HELD + 1)))
+    with pytest.raises(ConfigError, match=r"belong to a range over a key with a string column only"):
+        KeyRange(("id",), (1,), (5,), held=((2,),))
     with pytest.raises(ConfigError, match=rf"takes at most {MAX_SPANS} at once"):
         KeyRange.of_keys(("code",), [(str(i),) for i in range(MAX_SPANS + 1)])
     with pytest.raises(ConfigError, match=r"a list of keys .* and a range .* cannot be joined"):
         KeyRange.of_keys(("code",), [("a",)]).union(KeyRange(("code",), (5,), (7,)))
+
+
+_key = st.tuples(texts, st.integers(-3, 3))
+_counter = itertools.count()
+
+
+def _quote(c: str) -> str:
+    return "`" + c.replace("`", "``") + "`"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_key, max_size=30), st.lists(_key, max_size=30))
+def test_the_keys_a_list_names_are_deleted_from_a_delta_table_and_no_other(tmp_path: Any, keys: list[Any],
+                                                                          others: list[Any]) -> None:
+    rows = sorted(set(keys) | set(others))
+    path = str(tmp_path / f"t{next(_counter)}")
+    deltalake.write_deltalake(path, pa.table({"code": pa.array([c for c, _ in rows], pa.string()),
+                                              "n": pa.array([n for _, n in rows], pa.int64())}))
+    deltalake.DeltaTable(path).delete(listed(("code", "n"), keys, _quote))
+    left = deltalake.DeltaTable(path).to_pyarrow_table()
+    assert sorted(zip(left["code"].to_pylist(), left["n"].to_pylist())) == sorted(set(rows) - set(keys))
+
+
+@given(st.lists(_key, max_size=20), _key, st.one_of(st.none(), _key))
+def test_a_range_over_a_string_key_and_its_keys_held_read_back_as_written(held: list[Any], start: Any,
+                                                                          end: Any) -> None:
+    r = KeyRange(("code", "n"), start, end, held=tuple(held))
+    assert r.texts and KeyRange.from_dict(r.to_dict()) == r
+    assert all(r.contains(k) for k in held)
+    bare = KeyRange(("code", "n"), start, end)
+    assert KeyRange.from_dict(bare.to_dict()) == bare and bare.held is None
+    with pytest.raises(ConfigError, match="not known yet"):
+        bare.predicate(_quote)
+
+
+def test_keys_in_more_groups_than_a_delete_takes_are_refused() -> None:
+    """Each key its own group (no column's values repeat): one disjunction each, which delta-rs plans in time
+    that grows with their square."""
+    many = [(f"k{i}", i) for i in range(MAX_GROUPS + 1)]
+    with pytest.raises(ConfigError, match=rf"{MAX_GROUPS + 1} keys over code, n make {MAX_GROUPS + 1} groups"):
+        listed(("code", "n"), many, _quote)
+    assert listed(("code", "n"), many[:MAX_GROUPS], _quote).count(" OR ") == MAX_GROUPS - 1
+    # one column's values shared: one group, one IN list, however many keys
+    assert " OR " not in listed(("code", "n"), [(f"k{i}", 1) for i in range(5000)], _quote)

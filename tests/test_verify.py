@@ -293,9 +293,9 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     with pytest.raises(mysql_cdc.ConfigError, match=r"matches no table the sync .* captures .*tv"):
         _verify(classic_spark, args, tables=f"{db}[.]nope")  # not "0 of 0 tables checked" and a clean exit
     # key bounds: refused, before anything is recorded, where a table's key takes no range or they are not its key
-    with pytest.raises(mysql_cdc.ConfigError, match=r"a key over a, b holds strings, which the lakes cannot order as "
-                       r"the server's collation does: give its keys one by one \(--key\), not a range"):
-        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2")
+    with pytest.raises(mysql_cdc.ConfigError, match=r"a range over a key with a string column \(\(a, b\) in \[\(1, "
+                       r"'2'\), \+inf\)\) is read again alone, not with other keys or ranges of its table"):
+        mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]k2", key_from="1,2", keys=["4,k11"])
     with pytest.raises(mysql_cdc.ConfigError,  # a DECIMAL(20,0) in a lake (MariaDB's column type: bigint(20) unsigned)
                        match=r"id in \[1, 9007199254740993\) .* its bound 9007199254740993 of id "
                              r"\(bigint(\(20\))? unsigned\) names keys at or above 2\^53, .*; give keys it takes"):
@@ -372,7 +372,7 @@ def test_a_listed_string_key_names_every_spelling_a_mirror_may_hold(info: Server
     second, a row deleted or re-cased after ``P`` in a spelling the list did not name stayed in the mirror."""
     from mysql_cdc.options import parse_options
     from mysql_cdc.planner.plan import plan_tables
-    from mysql_cdc.udtf.binlog.spellings import spellings
+    from mysql_cdc.udtf.binlog.spellings import held_in_range, spellings
     from mysql_cdc.udtf.binlog.startup import server_end
 
     cur = root.cursor()
@@ -392,6 +392,16 @@ def test_a_listed_string_key_names_every_spelling_a_mirror_may_hold(info: Server
     # the keys a list names byte for byte (x, q) come back as none; none changed since P: only what is stored
     assert spellings(profile, opts, facts, plans[0].schema, [("x",), ("ABC",)], server_end(profile, facts)) == \
         [("abc ",)]
+    # the keys of a range the mirror may hold at P, 'abc' to 'R' as the collation orders it (Python's order puts
+    # 'R' first): those stored in it now ('abc ', 'other', 'q'), and those the binlog changed in it since P ('K-100'
+    # deleted, 'Q' re-cased; not 'zzz', inserted after it)
+    schema = plans[0].schema
+    got = held_in_range(profile, opts, facts, schema, ("abc",), ("R",), at)
+    assert sorted(got) == [("K-100",), ("Q",), ("abc ",), ("other",), ("q",)], got
+    assert sorted(held_in_range(profile, opts, facts, schema, ("q",), None, at)) == [("Q",), ("q",), ("x",), ("zzz",)]
+    with pytest.raises(mysql_cdc.ConfigError, match=r"start \('R',\) is not below its end \('abc',\) as the server "
+                       r"orders code \(its collation\)"):
+        held_in_range(profile, opts, facts, schema, ("R",), ("abc",), at)
     # a key of two columns, its chunk key not unique (a table without a primary key): each stored spelling once,
     # and only where the other column is a listed key's
     cur.execute("CREATE TABLE sp2 (a INT NOT NULL, b VARCHAR(8) COLLATE utf8mb4_general_ci NOT NULL, v INT)")
@@ -402,6 +412,10 @@ def test_a_listed_string_key_names_every_spelling_a_mirror_may_hold(info: Server
     cur.execute("UPDATE sp2 SET b = 'J' WHERE b = 'j'")
     got = spellings(profile, opts2, facts, plans2[0].schema, [(1, "k"), (1, "J")], at)
     assert sorted(got) == [(1, "K"), (1, "j"), (1, "k ")], got
+    # a range, [(1, 'j'), (1, 'L')) as the collation orders it: each spelling stored in it now, and 'j', which the
+    # binlog changed since P (re-cased to 'J')
+    got = held_in_range(profile, opts2, facts, plans2[0].schema, (1, "j"), (1, "L"), at)
+    assert sorted(got) == [(1, "J"), (1, "K"), (1, "j"), (1, "k ")], got
 
 
 def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage_is_still_caught(
@@ -473,9 +487,6 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         strs = deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_str")))
         strs.delete(" OR ".join(f"code = CAST(X'{c.encode().hex()}' AS STRING)" for c in (codes[40], codes[249])))
         strs.update(updates={"code": "'K-100'"}, predicate="code = 'k-100'")
-        with pytest.raises(mysql_cdc.ConfigError, match=r"key over code holds strings, which the lakes cannot order "
-                           r"as the server's collation does: give its keys one by one \(--key\), not a range"):
-            mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_str", key_from="k-1")
         with pytest.raises(mysql_cdc.ConfigError, match=r"key 5 of .*still_bin.*: its bound 5 of id \(binary\(16\)\) "
                            r"is not bytes: write it as 0x and hex digits"):
             mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]still_bin", keys=["5"])
@@ -542,9 +553,10 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         ts = deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_ts")))
         ts.delete(f"at = '{(at + dt.timedelta(microseconds=40)).isoformat()}Z' OR "
                   f"at = '{(at + dt.timedelta(microseconds=250)).isoformat()}Z'")
-        def read_again(table: str, keys: list[str]) -> list[int]:
-            """The rows each chunk of ``table`` read once the running sync read ``keys`` of it again."""
-            asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]{table}", keys=keys)
+        def read_again(table: str, keys: list[str], **bounds: str) -> list[int]:
+            """The rows each chunk of ``table`` read once the running sync read ``keys`` (or ``bounds``) of it
+            again."""
+            asked = mysql_cdc.resnapshot(state_dir=args["state_dir"], tables=f"{db}[.]{table}", keys=keys, **bounds)
             wait_until(lambda: mysql_cdc.resnapshot(state_dir=args["state_dir"], request=asked.request,
                                                     checkpoint=args["checkpoint"]).state == "done"
                        or not q.isActive, 180, f"keys of {table} read again")
@@ -583,6 +595,20 @@ def test_a_mirror_kept_by_a_running_sync_under_writers_verifies_clean_and_damage
         # appended beside it
         reads = read_again("still_str", ["K-041"])
         assert sum(reads) == 1 and len(reads) == 3, reads
+        # a range of the string key as its collation orders it, 'k-030' to 'K-060' (where Python's order of the
+        # text, and a lake's, puts the end first), two of its rows gone from the mirror: the mirror deletes the
+        # keys the server finds in it, the source reads it again, and the rows around it are left as they are
+        deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_str"))).delete(
+            " OR ".join(f"code = '{c}'" for c in (codes[35], codes[50])))
+        cur.execute("SELECT COUNT(*) FROM still_str WHERE code >= 'k-030' AND code < 'K-060'")
+        (inside,) = cur.fetchone()
+        assert inside == 20  # k-031 to k-059, less every third
+        reads = read_again("still_str", [], key_from="k-030", key_to="K-060")
+        assert sum(reads) == inside and len(reads) == 3, reads
+        last = [r for rnd in StateStore(args["state_dir"]).rounds() for t, r in rnd.ranges
+                if t == TableId(db, "still_str")][-1]
+        assert last.text() == "code in ['k-030', 'K-060')" and last.held is not None, last
+        assert sorted(last.held) == sorted((c,) for c in codes[30:60] if c.startswith("k-")), last.held
         fourth = _verify(classic_spark, args, recheck_seconds=2, tables=f"{db}[.]still_str")
         assert fourth.ok and _by_table(fourth)["still_str"].rows == 300, fourth.lines()
         codes_now = deltalake.DeltaTable(table_path(args["to"], TableId(db, "still_str"))).to_pyarrow_table(

@@ -1,5 +1,6 @@
-"""The keys a table's binlog changed between two points, and the spellings of a list of string keys a mirror may
-hold at a binlog point (``mysql-cdc resnapshot --key``, ``verify --repair``; docs/DESIGN.md §15).
+"""The keys a table's binlog changed between two points, and the spellings of a list of string keys, or of the keys
+of a range over a key with a string column, that a mirror may hold at a binlog point (``mysql-cdc resnapshot
+--key``, ``--key-from/--key-to``, ``verify --repair``; docs/DESIGN.md §15).
 
 A string key is one key under its collation in many spellings: ``'K-100'`` and ``'k-100'`` under a ``_ci``
 collation, ``'abc'`` and ``'abc '`` under every PAD SPACE one. The server reads a listed key again with all its
@@ -13,6 +14,11 @@ or deleted since ``P``), each with the server's sort key of a listed key (:class
 That is every spelling the source held at ``P``, which a mirror kept by the sync holds; a spelling named that the
 mirror does not hold deletes nothing.
 
+A range ``[start, end)`` over such a key is the server's: ``'b'`` to ``'M'`` under a case-insensitive
+collation holds ``'C'`` and ``'c '``, which the lakes order elsewhere. Its keys a mirror may hold at ``P`` are
+found the same way (:func:`held_in_range`): those stored in it now and those of the binlog's row images since
+``P`` whose sort key lies in it (:func:`within`), each spelling once; the mirror deletes them by name.
+
 Which keys join the list (pure): a key whose sort key is a listed key's, not already listed byte for byte.
 
 >>> weights = {"k-100": 1, "K-100": 1, "a": 2, "b": 3}
@@ -25,16 +31,17 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from mysql_cdc.chunks import Key
+from mysql_cdc.chunks import Chunk, Key
 from mysql_cdc.connect import ServerFacts, connect
 from mysql_cdc.errors import ConfigError
 from mysql_cdc.ids import ident, table_ident
 from mysql_cdc.keyorder import KeyOrder
-from mysql_cdc.keyrange import column_value
+from mysql_cdc.keyrange import MAX_HELD, column_value
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
+from mysql_cdc.sql import chunk_where
 from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
@@ -79,6 +86,64 @@ def joining(listed: Sequence[Key], candidates: Sequence[Key], sort_key: Callable
             have.add(tuple(k))
             out.append(tuple(k))
     return out
+
+
+def within(keys: Sequence[Key], sort_keys: Sequence[Any], start: Any, end: Any) -> list[Key]:
+    """The ``keys`` whose sort key (``sort_keys``, one each) lies in ``[start, end)`` (sort keys; ``None``: open).
+
+    >>> within([("a",), ("B",), ("m",)], [1, 2, 13], 2, 13)
+    [('B',)]
+    """
+    return [k for k, sk in zip(keys, sort_keys) if (start is None or sk >= start) and (end is None or sk < end)]
+
+
+def held_in_range(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
+                  start: Key | None, end: Key | None, at: BinlogOffset) -> list[Key]:
+    """Every key of ``[start, end)`` over ``schema``'s chunk key (a key with a string column, ordered as the server
+    orders it) that a mirror may hold at ``at``, each spelling once: stored in the range now, or in a row image the
+    binlog holds from ``at`` to after that was asked, its sort key in the range (each as the capture holds a key:
+    a TIMESTAMP's as naive UTC). A :class:`ConfigError` when a bound is no value its column holds, the start is
+    not below the end under the key's collation, or the range holds more than :data:`~mysql_cdc.keyrange.MAX_HELD`
+    rows."""
+    order = KeyOrder(schema)
+    cols = [schema.column(c) for c in schema.chunk_key]
+    bounds = [b for b in (start, end) if b is not None]
+    conn = connect(profile)
+    try:
+        if not all(order.fits(conn, bounds)):
+            raise ConfigError(f"a bound of [{start!r}, {end!r}) is no value the character set of "
+                              f"{', '.join(schema.chunk_key)} holds")
+        marks = order.sort_keys(conn, bounds)
+        low = marks[0] if start is not None else None
+        high = marks[-1] if end is not None else None
+        if low is not None and high is not None and not low < high:
+            raise ConfigError(f"key range start {start!r} is not below its end {end!r} as the server orders "
+                              f"{', '.join(schema.chunk_key)} (its collation): nothing to read")
+        where, params = chunk_where(Chunk(schema.table, 0, tuple(schema.chunk_key), start, end))
+        cur = conn.cursor()
+        try:
+            cur.execute(f"SELECT {', '.join(ident(c) for c in schema.chunk_key)} FROM {table_ident(schema.table)} "
+                        f"WHERE {where} LIMIT {MAX_HELD + 1}", params)
+            rows = cur.fetchall()
+        finally:
+            cur.close()
+        if len(rows) > MAX_HELD:
+            raise ConfigError(f"the range [{start!r}, {end!r}) of {str(schema.table)!r} holds more than {MAX_HELD:,} "
+                              "rows, each of which the mirror's delete would name")
+        found = {tuple(column_value(c, v) for c, v in zip(cols, r)): None for r in rows}
+        last = server_end(profile, facts)  # after the question: a row changed since is in the window below
+        candidates: dict[Key, None] = {}
+        for k in sorted(keys_changed(profile, opts, facts, schema, at, last, False, schema.chunk_key), key=repr):
+            try:
+                got = tuple(column_value(c, v) for c, v in zip(cols, k))
+            except ConfigError:  # a value no key of a range holds (NULL)
+                continue
+            if got not in found:
+                candidates.setdefault(got, None)
+        inside = within(list(candidates), order.sort_keys(conn, list(candidates)), low, high) if candidates else []
+    finally:
+        conn.close()
+    return [*found, *inside]
 
 
 def spellings(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,

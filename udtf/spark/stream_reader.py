@@ -17,7 +17,7 @@ from mysql_cdc.connect import connect
 from mysql_cdc.ddl import index_only
 from mysql_cdc.errors import ConfigError, SchemaChangedError, StateError
 from mysql_cdc.ids import TableId
-from mysql_cdc.keyrange import KeyRange, range_problem
+from mysql_cdc.keyrange import KeyRange, listed, range_problem
 from mysql_cdc.memory import return_freed_memory
 from mysql_cdc.offsets import BinlogOffset
 from mysql_cdc.options import CdcOptions
@@ -37,7 +37,7 @@ from mysql_cdc.udtf.binlog.catchup import catchup_parts
 from mysql_cdc.udtf.binlog.emit import outside_high
 from mysql_cdc.udtf.binlog.phase import BinlogPhase, executed_at
 from mysql_cdc.udtf.binlog.rules import recorded_rules
-from mysql_cdc.udtf.binlog.spellings import spellings
+from mysql_cdc.udtf.binlog.spellings import held_in_range, spellings
 from mysql_cdc.udtf.binlog.startup import ReadFrom, binary_logs, read_from, rules_start, server_end
 from mysql_cdc.udtf.binlog.transactions import SchemaChange
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, SnapshotReader
@@ -534,14 +534,20 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             for t in asked:
                 part = f" ({req.range.text()})" if req.range is not None else ""
                 why.setdefault(t, f"snapshotted again{part} on request {n}{f' ({req.why})' if req.why else ''}")
-                was = ranges.get(t, req.range)
+                if t not in ranges:
+                    ranges[t] = req.range
+                    continue
+                was = ranges[t]
                 if was is None or req.range is None or was.key_columns != req.range.key_columns:
                     ranges[t] = None  # asked whole, or over other columns (a rename between): read whole
                 else:
                     try:
                         ranges[t] = was.union(req.range)
-                    except ConfigError:  # values of other kinds (the key's type changed between), or more than
-                        ranges[t] = None  # 64 keys of a string key: read whole
+                    except ConfigError as e:  # values of other kinds (the key's type changed between), more
+                        # than 64 keys of a string key, or a range of one beside other keys: read whole
+                        log.warning("mysql_cdc: %s is snapshotted again whole, not only the keys of requests up to "
+                                    "%d: %s", t, n, e)
+                        ranges[t] = None
         if not why:
             return None
         return first + len(requests) - 1, why, {t: r for t, r in ranges.items() if r is not None}
@@ -574,20 +580,27 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
             assert schema is not None
             # the columns whose literals say UTC as the table is now (a DATETIME made TIMESTAMP since the request)
             r = replace(r, utc=tuple(c for c in r.key_columns if schema.column(c).data_type == "timestamp"))
-            if r.keys and any(schema.column(c).is_text for c in r.key_columns):
-                # every spelling of the listed string keys the mirror may hold at begin (udtf/binlog/spellings.py)
+            if any(schema.column(c).is_text for c in r.key_columns) and (r.keys or r.texts):
+                # every spelling of the listed string keys, or every key of the range, that the mirror may hold at
+                # begin (udtf/binlog/spellings.py): what its -R row deletes
                 try:
                     if begin.auto_position:
                         raise ConfigError("the batch starts at a GTID set, not a binlog position")
-                    more = spellings(self.profile, self.opts, self.facts, schema, r.keys, begin.offset)
-                    r = KeyRange.of_keys(r.key_columns, [*r.keys, *more], r.utc) if more else r
+                    if r.keys:
+                        more = spellings(self.profile, self.opts, self.facts, schema, r.keys, begin.offset)
+                        r = KeyRange.of_keys(r.key_columns, [*r.keys, *more], r.utc) if more else r
+                    else:
+                        held = held_in_range(self.profile, self.opts, self.facts, schema, r.start, r.end,
+                                             begin.offset)
+                        r = replace(r, held=tuple(held))
+                        listed(r.key_columns, held, str)  # its groups counted: too many is an error here
                 except Exception as e:
-                    # more than MAX_SPANS keys with their spellings, too many spellings, a table or column gone or
-                    # changed since, a binlog value of another charset: the table read whole is always right; a
-                    # lost connection is tried again
+                    # more than MAX_SPANS keys with their spellings, too many spellings or keys in a range, a range
+                    # empty under the collation, a table or column gone or changed since, a binlog value of
+                    # another charset: the table read whole is always right; a lost connection is tried again
                     if is_transient(e):
                         raise
-                    log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: its keys' spellings in the "
+                    log.warning("mysql_cdc: %s is snapshotted again whole, not only %s: its keys in the "
                                 "source: %s", t, r.text(), e)
                     continue
             out[t], high = r, why

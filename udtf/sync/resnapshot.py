@@ -64,8 +64,10 @@ def key_range(store: StateStore, table: TableId, start: Any, end: Any, keys: Seq
     given one by one (each a value, a sequence of them, one per key column, or their text: integers, ``0x`` and
     hex digits for a binary column, a decimal number, a date, a date and time (a TIMESTAMP's in UTC unless it
     names its zone), a string column's text as written, separated by commas; a key of one string column is the
-    whole text); a key with a string column takes keys only, no range, at most 64 of them; one error, before
-    anything is recorded, when the table's key takes no range or a value is not of its column's kind."""
+    whole text); a key with a string column takes at most 64 keys, or a range (ordered as the server orders the
+    key: whether its start is below its end, and which keys it holds, are asked of the server when the request is
+    taken), not both; one error, before anything is recorded, when the table's key takes no range or a value is
+    not of its column's kind."""
     schema = next((s for s in captured_schemas(store) if s.table == table), None)
     if schema is None:
         raise ConfigError(f"{str(table)!r} is not captured by the sync of state_dir {store.location!r}")
