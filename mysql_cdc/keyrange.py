@@ -65,7 +65,7 @@ from mysql_cdc.errors import ConfigError
 from mysql_cdc.types import TEXT_CHARSETS, spark_type
 
 # an integer column's, a binary column's, a DECIMAL's (at its scale), a DATE's, a DATETIME's or a TIMESTAMP's (a
-# naive datetime: UTC for a TIMESTAMP, as chunk keys are held), a string column's (in a list of keys only)
+# naive datetime: UTC for a TIMESTAMP, as chunk keys are held), a string column's
 Value = int | bytes | Decimal | dt.date | str
 RangeKey = tuple[Value, ...]
 Span = tuple[RangeKey | None, RangeKey | None]
@@ -380,6 +380,10 @@ columns, NOT NULL (p is decimal(20,2))'
     (None, None)
     >>> range_problem(s, ["code"], KeyRange(("code",), ("a",), ("m",))) is None
     True
+    >>> su = [*s, C("n", "bigint", "bigint unsigned", False)]  # the keys a range holds, found by the server
+    >>> range_problem(su, ["code", "n"], KeyRange(("code", "n"), ("a", 0), ("m", 0), held=(("b", 2**60),)))
+    "its bound 1152921504606846976 of n (bigint unsigned) names keys at or above 2^53, where the Delta files' \
+statistics end"
     >>> range_problem(s, ["code"], KeyRange(("code",), keys=((7,),)))
     'its bound 7 of code (varchar(8)) is not text'
     >>> d = [C("p", "decimal", "decimal(5,2)", False, numeric_precision=5, numeric_scale=2)]
@@ -400,8 +404,11 @@ columns, NOT NULL (p is decimal(20,2))'
         return (f"its chunk key {', '.join(key)} is not of integer, binary, DECIMAL (up to 15 digits), DATE, "
                 f"DATETIME, TIMESTAMP or string columns, NOT NULL ({shown})")
     if bounds is not None:
+        # a list's keys, or a range's bounds and the keys held in it (the server's: their numbers are written in
+        # the mirror's delete as a list's are)
         edges: list[tuple[RangeKey | None, bool]] = [(k, False) for k in bounds.keys] or [
-            (b, is_end) for span in bounds.spans() for b, is_end in zip(span, (False, True))]
+            (b, is_end) for span in bounds.spans() for b, is_end in zip(span, (False, True))] + [
+            (k, False) for k in bounds.held or ()]
         for b, is_end in edges:
             for i, (name, v) in enumerate(zip(bounds.key_columns, b or ())):
                 c = by.get(name)
@@ -688,7 +695,8 @@ def listed(cols: Sequence[str], keys: Sequence[RangeKey], quote: Callable[[str],
            ) -> str:
     """SQL text that holds for exactly ``keys`` (each value as written: :func:`_literal`): one column's values
     in one ``IN`` list (``=`` for one), the keys grouped by their other columns' values, one disjunction per
-    group; the column is the one that makes the fewest groups (the last of those). None: ``FALSE``. More than
+    group; the column is the one that makes the fewest groups (the last of those; a date or time column's values
+    each a group of their own). None: ``FALSE``. More than
     :data:`MAX_GROUPS` groups: a :class:`ConfigError` (one IN list plans at once in delta-rs, a chain of
     disjunctions does not).
 
@@ -696,6 +704,13 @@ def listed(cols: Sequence[str], keys: Sequence[RangeKey], quote: Callable[[str],
     "(n = 1 AND code IN (CAST(X'61' AS STRING), CAST(X'62' AS STRING))) OR (n = 2 AND code = CAST(X'63' AS STRING))"
     >>> listed(("code",), [("b",), ("a",)], str), listed(("code",), [], str)
     ("code IN (CAST(X'61' AS STRING), CAST(X'62' AS STRING))", 'FALSE')
+
+    A date or a time is never in an IN list (Spark without ANSI compares the list's text with the column's):
+
+    >>> listed(("code", "at"), [("a", dt.datetime(2024, 2, 29, 10)), ("a", dt.datetime(2024, 2, 29, 11))], str,
+    ...        utc=("at",))
+    "(code = CAST(X'61' AS STRING) AND at = '2024-02-29T10:00:00.000000Z') OR (code = CAST(X'61' AS STRING) AND \
+at = '2024-02-29T11:00:00.000000Z')"
     """
     if not keys:
         return "FALSE"
@@ -705,7 +720,9 @@ def listed(cols: Sequence[str], keys: Sequence[RangeKey], quote: Callable[[str],
     def groups(j: int) -> dict[RangeKey, list[Value]]:
         out: dict[RangeKey, list[Value]] = {}
         for k in keys:
-            out.setdefault(k[:j] + k[j + 1:], []).append(k[j])
+            # a date's or a time's text in an IN list is compared as text by Spark without ANSI (CAST(at AS
+            # STRING) IN ('...Z')): such a column is compared by = alone, one group per value
+            out.setdefault(k[:j] + k[j + 1:] if not isinstance(k[j], dt.date) else k, []).append(k[j])
         return out
     j = min(range(n), key=lambda i: (len(groups(i)), -i))
     by = groups(j)
@@ -715,6 +732,7 @@ def listed(cols: Sequence[str], keys: Sequence[RangeKey], quote: Callable[[str],
     others = [c for i, c in enumerate(cols) if i != j]
     parts = []
     for rest, values in by.items():
+        rest = rest[:j] + rest[j + 1:] if len(rest) == n else rest  # a key whole: its date or time by = below
         eq = [f"{quote(c)} = {_literal(v, c in utc)}" for c, v in zip(others, rest)]
         texts = [_literal(v, cols[j] in utc) for v in values]
         within = f"{quote(cols[j])} = {texts[0]}" if len(texts) == 1 else f"{quote(cols[j])} IN ({', '.join(texts)})"

@@ -31,7 +31,8 @@ DELETE: Final = "-D"
 RESET_OP: Final = "T"
 # A -R row says the same of the rows in one key range of its table (a range read again on demand, whose rows
 # follow as r rows): __position holds the range as JSON, {"file", "pos", "range": {"key_columns", "start",
-# "end"}} (mysql_cdc.keyrange; start and end: whole keys or null, the end excluded). Its __values is {}.
+# "end", ...}} (mysql_cdc.keyrange; start and end: whole keys or null, the end excluded; "keys" or "held", when
+# there, the keys themselves: README, Capture a whole database). Its __values is {}.
 RANGE_RESET_OP: Final = "-R"
 RESETS: Final = frozenset({RESET_OP, RANGE_RESET_OP})
 CHANGE_TYPES: dict[str, str] = {SNAPSHOT: "insert", INSERT: "insert", BEFORE: "update_preimage",

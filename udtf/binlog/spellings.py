@@ -120,23 +120,29 @@ def held_in_range(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFac
             raise ConfigError(f"key range start {start!r} is not below its end {end!r} as the server orders "
                               f"{', '.join(schema.chunk_key)} (its collation): nothing to read")
         where, params = chunk_where(Chunk(schema.table, 0, tuple(schema.chunk_key), start, end))
+        picked = ", ".join(ident(c) for c in schema.chunk_key)
+        if tuple(schema.chunk_key) != tuple(schema.primary_key):  # keys may repeat: each spelling once, by its bytes
+            groups = ", ".join(f"CAST({ident(c)} AS BINARY)" for c in schema.chunk_key)
+            picked = ", ".join(f"MIN({ident(c)})" for c in schema.chunk_key) + f" FROM {table_ident(schema.table)} " \
+                f"WHERE {where} GROUP BY {groups}"
+        else:
+            picked += f" FROM {table_ident(schema.table)} WHERE {where}"
         cur = conn.cursor()
         try:
-            cur.execute(f"SELECT {', '.join(ident(c) for c in schema.chunk_key)} FROM {table_ident(schema.table)} "
-                        f"WHERE {where} LIMIT {MAX_HELD + 1}", params)
+            cur.execute(f"SELECT {picked} LIMIT {MAX_HELD + 1}", params)
             rows = cur.fetchall()
         finally:
             cur.close()
         if len(rows) > MAX_HELD:
             raise ConfigError(f"the range [{start!r}, {end!r}) of {str(schema.table)!r} holds more than {MAX_HELD:,} "
-                              "rows, each of which the mirror's delete would name")
+                              "keys, each of which the mirror's delete would name")
         found = {tuple(column_value(c, v) for c, v in zip(cols, r)): None for r in rows}
         last = server_end(profile, facts)  # after the question: a row changed since is in the window below
         candidates: dict[Key, None] = {}
         for k in sorted(keys_changed(profile, opts, facts, schema, at, last, False, schema.chunk_key), key=repr):
             try:
                 got = tuple(column_value(c, v) for c, v in zip(cols, k))
-            except ConfigError:  # a value no key of a range holds (NULL)
+            except ConfigError:  # a value no key's column holds (a NULL of a string column)
                 continue
             if got not in found:
                 candidates.setdefault(got, None)

@@ -594,6 +594,10 @@ class MysqlCdcStreamReader(DataSourceStreamReader):
                                              begin.offset)
                         r = replace(r, held=tuple(held))
                         listed(r.key_columns, held, str)  # its groups counted: too many is an error here
+                        # the keys' numbers as a list's: within their lake columns' values (BIGINT UNSIGNED below
+                        # 2^53, where delta-rs's file statistics end)
+                        if (problem := range_problem(schema.columns, schema.chunk_key, r)) is not None:
+                            raise ConfigError(problem)
                 except Exception as e:
                     # more than MAX_SPANS keys with their spellings, too many spellings or keys in a range, a range
                     # empty under the collation, a table or column gone or changed since, a binlog value of
