@@ -104,7 +104,7 @@ def held_in_range(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFac
     binlog holds from ``at`` to after that was asked, its sort key in the range (each as the capture holds a key:
     a TIMESTAMP's as naive UTC). A :class:`ConfigError` when a bound is no value its column holds, the start is
     not below the end under the key's collation, or the range holds more than :data:`~mysql_cdc.keyrange.MAX_HELD`
-    rows."""
+    keys."""
     order = KeyOrder(schema)
     cols = [schema.column(c) for c in schema.chunk_key]
     bounds = [b for b in (start, end) if b is not None]
