@@ -88,6 +88,37 @@ def joining(listed: Sequence[Key], candidates: Sequence[Key], sort_key: Callable
     return out
 
 
+def _spelled(schema: TableSchema, where: str, limit: int) -> str:
+    """A ``SELECT`` of the chunk key's values ``WHERE where`` (``%s`` parameters), each spelling once (a chunk key
+    that is not unique may hold one many times): grouped by their bytes, ``MIN`` of a group of equal bytes is
+    that value; at most ``limit``."""
+    picked = ", ".join(f"MIN({ident(c)})" for c in schema.chunk_key)
+    groups = ", ".join(f"CAST({ident(c)} AS BINARY)" for c in schema.chunk_key)
+    return f"SELECT {picked} FROM {table_ident(schema.table)} WHERE {where} GROUP BY {groups} LIMIT {limit}"
+
+
+def _changed_since(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, schema: TableSchema,
+                   at: BinlogOffset) -> list[Key]:
+    """The chunk key of every row image of the table the binlog holds from ``at`` to where the server ends now
+    (after what was asked of it before: a row changed since is in the window), as the server holds them (a
+    TINYINT(1) too: a key range holds integers), in one order."""
+    end = server_end(profile, facts)
+    return sorted(keys_changed(profile, opts, facts, schema, at, end, False, schema.chunk_key), key=repr)
+
+
+def _as_keys(schema: TableSchema, values: Sequence[Sequence[Any]]) -> list[Key]:
+    """Chunk keys as a key range holds them (:func:`~mysql_cdc.keyrange.column_value`), once each, in their order;
+    one with a value no key's column holds (a NULL) left out."""
+    cols = [schema.column(c) for c in schema.chunk_key]
+    out: dict[Key, None] = {}
+    for v in values:
+        try:
+            out.setdefault(tuple(column_value(c, x) for c, x in zip(cols, v)), None)
+        except ConfigError:
+            continue
+    return list(out)
+
+
 def within(keys: Sequence[Key], sort_keys: Sequence[Any], start: Any, end: Any) -> list[Key]:
     """The ``keys`` whose sort key (``sort_keys``, one each) lies in ``[start, end)`` (sort keys; ``None``: open).
 
@@ -106,7 +137,6 @@ def held_in_range(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFac
     not below the end under the key's collation, or the range holds more than :data:`~mysql_cdc.keyrange.MAX_HELD`
     keys."""
     order = KeyOrder(schema)
-    cols = [schema.column(c) for c in schema.chunk_key]
     bounds = [b for b in (start, end) if b is not None]
     conn = connect(profile)
     try:
@@ -120,33 +150,23 @@ def held_in_range(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFac
             raise ConfigError(f"key range start {start!r} is not below its end {end!r} as the server orders "
                               f"{', '.join(schema.chunk_key)} (its collation): nothing to read")
         where, params = chunk_where(Chunk(schema.table, 0, tuple(schema.chunk_key), start, end))
-        picked = ", ".join(ident(c) for c in schema.chunk_key)
-        if tuple(schema.chunk_key) != tuple(schema.primary_key):  # keys may repeat: each spelling once, by its bytes
-            groups = ", ".join(f"CAST({ident(c)} AS BINARY)" for c in schema.chunk_key)
-            picked = ", ".join(f"MIN({ident(c)})" for c in schema.chunk_key) + f" FROM {table_ident(schema.table)} " \
-                f"WHERE {where} GROUP BY {groups}"
+        if tuple(schema.chunk_key) == tuple(schema.primary_key):  # each key once as it is
+            sql = (f"SELECT {', '.join(ident(c) for c in schema.chunk_key)} FROM {table_ident(schema.table)} "
+                   f"WHERE {where} LIMIT {MAX_HELD + 1}")
         else:
-            picked += f" FROM {table_ident(schema.table)} WHERE {where}"
+            sql = _spelled(schema, where, MAX_HELD + 1)
         cur = conn.cursor()
         try:
-            cur.execute(f"SELECT {picked} LIMIT {MAX_HELD + 1}", params)
+            cur.execute(sql, params)
             rows = cur.fetchall()
         finally:
             cur.close()
         if len(rows) > MAX_HELD:
             raise ConfigError(f"the range [{start!r}, {end!r}) of {str(schema.table)!r} holds more than {MAX_HELD:,} "
                               "keys, each of which the mirror's delete would name")
-        found = {tuple(column_value(c, v) for c, v in zip(cols, r)): None for r in rows}
-        last = server_end(profile, facts)  # after the question: a row changed since is in the window below
-        candidates: dict[Key, None] = {}
-        for k in sorted(keys_changed(profile, opts, facts, schema, at, last, False, schema.chunk_key), key=repr):
-            try:
-                got = tuple(column_value(c, v) for c, v in zip(cols, k))
-            except ConfigError:  # a value no key's column holds (a NULL of a string column)
-                continue
-            if got not in found:
-                candidates.setdefault(got, None)
-        inside = within(list(candidates), order.sort_keys(conn, list(candidates)), low, high) if candidates else []
+        found = dict.fromkeys(_as_keys(schema, rows))
+        candidates = [k for k in _as_keys(schema, _changed_since(profile, opts, facts, schema, at)) if k not in found]
+        inside = within(candidates, order.sort_keys(conn, candidates), low, high) if candidates else []
     finally:
         conn.close()
     return [*found, *inside]
@@ -166,16 +186,11 @@ def spellings(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, 
         if not keys:
             return []
         where = " AND ".join(f"{ident(c)} = %s" for c in schema.chunk_key)
-        # each stored spelling once (a chunk key that is not unique may hold a spelling many times): grouped by
-        # the bytes, MIN of a group of equal bytes is that value
-        picked = ", ".join(f"MIN({ident(c)})" for c in schema.chunk_key)
-        groups = ", ".join(f"CAST({ident(c)} AS BINARY)" for c in schema.chunk_key)
         found: list[Key] = []
         cur = conn.cursor()
         try:
             for k in keys:
-                cur.execute(f"SELECT {picked} FROM {table_ident(schema.table)} WHERE {where} GROUP BY {groups} "
-                            f"LIMIT {MAX_STORED + 1}", list(k))
+                cur.execute(_spelled(schema, where, MAX_STORED + 1), list(k))
                 rows = cur.fetchall()
                 if len(rows) > MAX_STORED:
                     raise ConfigError(f"key {k!r} of {str(schema.table)!r} is stored in more than {MAX_STORED} "
@@ -183,23 +198,14 @@ def spellings(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFacts, 
                 found.extend(tuple(r) for r in rows)
         finally:
             cur.close()
-        end = server_end(profile, facts)  # after the question: a row changed since is in the window below
-        # the key's values as the server holds them (a TINYINT(1) too: a key range holds integers)
-        changed = keys_changed(profile, opts, facts, schema, at, end, False, schema.chunk_key)
         # a key whose other columns are no listed key's is none of theirs: not weighed
         others = {tuple(v for i, v in enumerate(k) if i not in text) for k in keys}
-        candidates: dict[Key, None] = {}
-        for k in [*found, *sorted(changed, key=repr)]:
-            try:
-                got = tuple(column_value(c, v) for c, v in zip(cols, k))
-            except ConfigError:  # a value no list could name (NULL): not a listed key's
-                continue
-            if tuple(v for i, v in enumerate(got) if i not in text) in others:
-                candidates.setdefault(got, None)
+        candidates = [k for k in _as_keys(schema, [*found, *_changed_since(profile, opts, facts, schema, at)])
+                      if tuple(v for i, v in enumerate(k) if i not in text) in others]
         if not candidates:
             return []
         sorted_keys = order.sort_keys(conn, [*keys, *candidates])
     finally:
         conn.close()
     by_key = dict(zip([tuple(k) for k in [*keys, *candidates]], sorted_keys))
-    return joining(keys, list(candidates), by_key.__getitem__)
+    return joining(keys, candidates, by_key.__getitem__)
