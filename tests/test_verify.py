@@ -183,15 +183,39 @@ def test_every_value_of_every_type_has_one_text_on_both_sides(
     # one text, one value: the texts of a column name one value of the mirror's each (the id's text first); not
     # MySQL's doubles, whose text has at most 22 characters (checksum.MYSQL_WIDTH): -1.7976931348623157e308 and
     # the next double are both -1.797693134862316e308 there
+    schema = StateStore(args["state_dir"]).schema(TableId(db, "tr"))
+    assert schema is not None
+    short = [c.data_type in cs.SHORT_TYPES for c in schema.columns]
+    assert sum(short) >= 4, short  # the strings' and bytes' texts are read by their lengths
     for k, name in enumerate(NAMES):
         if info.kind == "mysql" and name in ("f", "g"):
             continue
         seen: dict[bytes, Any] = {}
         for text, _, values in texts.values():
-            part = bytes.fromhex(text).split(b"|")
-            if len(part) == len(NAMES) + 1:  # a text holding "|" itself is a string's, whose length prefix is checked
-                v = values[k]
-                assert seen.setdefault(part[k + 1], v) == v, (name, part[k + 1], seen[part[k + 1]], v)
+            part = _parts(bytes.fromhex(text), short)
+            v = values[k]
+            assert seen.setdefault(part[k + 1], v) == v, (name, part[k + 1], seen[part[k + 1]], v)
+
+
+def _parts(text: bytes, short: list[bool]) -> list[bytes]:
+    """A row's canonical text cut into its columns' texts: a short string's or bytes' is ``<length>|<its bytes>``
+    (its length read, then as many bytes, whatever they hold), NULL ``~``; every other column's runs to the next
+    ``|``.
+
+    >>> _parts(b"7|2|a||~|x", [False, True, True, False])
+    [b'7', b'2|a|', b'~', b'x']
+    """
+    out, i = [], 0
+    for is_short in short:
+        j = text.find(b"|", i)
+        j = len(text) if j < 0 else j
+        if is_short and text[i:j] != b"~":
+            j += 1 + int(text[i:j])
+        out.append(text[i:j])
+        assert j == len(text) or text[j:j + 1] == b"|", (text, i, j)
+        i = j + 1
+    assert i == len(text) + 1, (text, i)
+    return out
 
 
 def _sync(spark: Any, base: Any, db: str, profile: ConnectionProfile, **extra: Any) -> dict[str, Any]:
