@@ -53,7 +53,7 @@ from mysql_cdc.schema import ColumnInfo
 from mysql_cdc.types import GEO_TYPES, spark_type
 
 NULL_TEXT = "~"  # X'7E' in Spark's binary join
-# values short enough to enter a row's text as they are, after their length in bytes and ":" (a length makes the
+# values short enough to enter a row's text as they are, after their length in bytes and "|" (a length makes the
 # joined text unambiguous); longer types (TEXT, BLOB, JSON, geometry) enter as their SHA-256, so that a row's
 # text stays within the server's max_allowed_packet
 SHORT_TYPES = frozenset({"char", "varchar", "enum", "set", "binary", "varbinary", "inet4", "inet6", "uuid"})
@@ -140,13 +140,14 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     >>> source_text(c), source_text(ColumnInfo("n", "int", "int(5) unsigned zerofill", True))  # no padding: + 0
     ('`price`', '`n` + 0')
     >>> source_text(ColumnInfo("d", "datetime", "datetime(3)", True, datetime_precision=3))  # 10:00:00.250
-    "IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM `d`)))"
+    "IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' \
+FROM `d`)))"
     >>> source_text(ColumnInfo("at", "timestamp", "timestamp(3)", True))
     'CAST(NULLIF(UNIX_TIMESTAMP(`at`) * 1000000, 0) AS SIGNED)'
     """
     c, t = ident(col.name), col.data_type
     st = spark_type(col, tinyint1_as_boolean)
-    zero_date = f"MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0"
+    zero_date = f"MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0"  # a date the capture holds as NULL
     if st == "BOOLEAN":
         return f"CASE WHEN {c} <> 0 THEN '1' WHEN {c} = 0 THEN '0' END"
     if t == "year":
@@ -176,7 +177,7 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
         return f"SHA2(SUBSTRING(CAST({c} AS BINARY), 5), 256)"
     value = _bytes_of(col, tinyint1_as_boolean)
     if value is not None:
-        return f"CONCAT(LENGTH({value}), '|', {value})" if t in SHORT_TYPES else f"SHA2({value}, 256)"
+        return f"CONCAT(OCTET_LENGTH({value}), '|', {value})" if t in SHORT_TYPES else f"SHA2({value}, 256)"
     return f"CAST({c} AS CHAR)"
 
 
@@ -221,7 +222,8 @@ def source_join(cols: list[ColumnInfo], b1: bool = False) -> str:
 
     >>> source_join([ColumnInfo("id", "int", "int", False), ColumnInfo("d", "date", "date", False),
     ...              ColumnInfo("n", "char", "char(2)", False, "utf8mb4")])
-    "CONCAT_WS('|', `id`, COALESCE(IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, `d`), '~'), LENGTH(`n`), `n`)"
+    "CONCAT_WS('|', `id`, COALESCE(IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, `d`), '~'), \
+OCTET_LENGTH(`n`), `n`)"
     """
     texts = ", ".join(_short_parts(c, b1) or source_text(c, b1) if not c.nullable and c.data_type not in _MAY_BE_NULL
                       else f"COALESCE({source_text(c, b1)}, '{NULL_TEXT}')" for c in cols)
@@ -234,20 +236,20 @@ def _short_parts(col: ColumnInfo, b1: bool) -> str | None:
     orders, MariaDB 10.11); None for any other column.
 
     >>> _short_parts(ColumnInfo("n", "varchar", "varchar(9)", False, "utf8mb4"), False)
-    'LENGTH(`n`), `n`'
+    'OCTET_LENGTH(`n`), `n`'
     """
     value = _bytes_of(col, b1) if col.data_type in SHORT_TYPES else None
-    return None if value is None else f"LENGTH({value}), {value}"
+    return None if value is None else f"OCTET_LENGTH({value}), {value}"
 
 
 def source_row(cols: list[ColumnInfo], tinyint1_as_boolean: bool = False) -> str:
     """The source server's SQL for the hash of a row of ``cols`` (64 hex digits).
 
     >>> source_row([ColumnInfo("id", "int", "int", False), ColumnInfo("n", "varchar", "varchar(9)", True, "latin1")])
-    "SHA2(CONCAT_WS('|', `id`, COALESCE(CONCAT(LENGTH(CONVERT(`n` USING utf8mb4)), '|', \
+    "SHA2(CONCAT_WS('|', `id`, COALESCE(CONCAT(OCTET_LENGTH(CONVERT(`n` USING utf8mb4)), '|', \
 CONVERT(`n` USING utf8mb4)), '~')), 256)"
     >>> source_row([ColumnInfo("n", "varchar", "varchar(9)", True, "utf8mb4")])  # UTF-8 already: no CONVERT
-    "SHA2(CONCAT_WS('|', COALESCE(CONCAT(LENGTH(`n`), '|', `n`), '~')), 256)"
+    "SHA2(CONCAT_WS('|', COALESCE(CONCAT(OCTET_LENGTH(`n`), '|', `n`), '~')), 256)"
     """
     return f"SHA2({source_join(cols, tinyint1_as_boolean)}, 256)"
 
