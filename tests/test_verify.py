@@ -133,13 +133,11 @@ assert set(VALUES) == set(NAMES)
 _row = st.fixed_dictionaries({n: v | st.none() for n, v in VALUES.items()})  # the simplest: each its least value
 
 
-def _texts(spark: Any, info: ServerInfo, root: Any, db: str, args: dict[str, Any]
+def _texts(spark: Any, info: ServerInfo, root: Any, db: str, args: dict[str, Any], cols: list[ColumnInfo]
            ) -> dict[int, tuple[str, str, tuple[Any, ...]]]:
-    """Each row's canonical text (as hex) by the server's SQL over the source and by Spark's over the mirror
-    (the mirror's Parquet files, as verify reads a delta-rs mirror), and its values in the mirror, by id."""
-    schema = StateStore(args["state_dir"]).schema(TableId(db, "tr"))
-    assert schema is not None
-    cols = list(schema.columns)
+    """Each row's canonical text (as hex) of table ``tr``'s ``cols`` (its columns at the mirror's point) by the
+    server's SQL over the source and by Spark's over the mirror (the mirror's Parquet files, as verify reads a
+    delta-rs mirror), and its values in the mirror, by id."""
     cur = root.cursor()
     cur.execute(f"SELECT id, {cs.source_key(cols)} FROM tr", [])  # the driver turns %% into %
     source = {int(i): str(h) for i, h in cur.fetchall()}
@@ -196,7 +194,7 @@ def test_every_value_of_every_type_has_one_text_on_both_sides(
                 cur.execute(f"UPDATE tr SET {', '.join(f'`{n}` = %s' for n in NAMES)} WHERE id = %s",
                             [*(r[n] for n in NAMES), i])
             _sync(classic_spark, base, db, profile)
-        texts = _texts(classic_spark, info, root, db, args)
+        texts = _texts(classic_spark, info, root, db, args, list(schema.columns))
         wrong = {i: (a, b) for i, (a, b, _) in texts.items() if a != b}
         assert not wrong, (phase, [(i, _parts(bytes.fromhex(a), short), _parts(bytes.fromhex(b), short))
                                    for i, (a, b) in sorted(wrong.items())[:2]])
