@@ -1,8 +1,12 @@
 """Connections to the source server, with errors that name the cause and never the password.
 
 Two drivers: pymysql (planner, metadata, binlog library) and mysqlclient/MySQLdb (the chunk SELECT hot path,
-about 6x faster than pymysql here). Every session runs with ``time_zone = '+00:00'`` so TIMESTAMP values
-and bounds round-trip as UTC whatever the server's zone.
+about 6x faster than pymysql here). Every session of the capture (these, connectorx's and the binlog library's)
+starts with :data:`SESSION_INIT`: ``time_zone = '+00:00'``, so TIMESTAMP values and bounds round-trip as UTC
+whatever the server's zone, and ``sql_mode = ''``, so our SQL and the values it reads mean the same whatever the
+server's global mode: not a CHAR padded to its length (PAD_CHAR_TO_FULL_LENGTH), not MariaDB's ORACLE (whose
+CONCAT skips a NULL, and whose column types read ``blob(65535)``), not NO_BACKSLASH_ESCAPES or ANSI_QUOTES under
+the drivers' quoting. The capture never writes to the source, so no strictness is lost.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from mysql_cdc.errors import ConnectError, PrivilegeError
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.retry import keep_trying
 
-_SESSION_INIT = "SET SESSION time_zone = '+00:00'"
+SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = ''"
 
 
 def _describe(p: ConnectionProfile) -> str:
@@ -160,7 +164,7 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
                 host=p.host, port=p.port, user=p.user, password=p.login_password(), charset="utf8mb4",
                 connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout, autocommit=autocommit,
                 cursorclass=pymysql.cursors.DictCursor if dict_cursor else pymysql.cursors.Cursor,
-                init_command=_SESSION_INIT, **pymysql_kwargs(replace(p, reconnect_timeout=0.0)), **kw)
+                init_command=SESSION_INIT, **pymysql_kwargs(replace(p, reconnect_timeout=0.0)), **kw)
         except pymysql.err.MySQLError as e:
             raise connect_error(p, e) from None
         except OSError as e:
@@ -214,7 +218,7 @@ def connect_fast(p: ConnectionProfile) -> Any:
         try:
             return MySQLdb.connect(host=p.host, port=p.port, user=p.user, password=p.login_password(),
                                    charset="utf8mb4", connect_timeout=max(1, int(round(p.connect_timeout))),
-                                   autocommit=True, init_command=_SESSION_INIT,
+                                   autocommit=True, init_command=SESSION_INIT,
                                    read_default_file=_mysqldb_option_file(), **timeouts, **tls)
         except MySQLdb.MySQLError as e:
             if e.args and e.args[0] == _RESTRICTED_AUTH:

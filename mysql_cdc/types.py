@@ -102,8 +102,9 @@ TYPE_TABLE: tuple[TypeRule, ...] = (
     TypeRule("DOUBLE", "DOUBLE", ""),
     TypeRule("BIT(1)", "BOOLEAN", ""),
     TypeRule("BIT(n), n > 1", "BINARY", "big-endian, ceil(n/8) bytes"),
-    TypeRule("DATE", "DATE", "zero date, or a zero month or day -> NULL"),
-    TypeRule("DATETIME(p)", "TIMESTAMP_NTZ", "wall-clock value as stored; zero date, or a zero month or day -> NULL"),
+    TypeRule("DATE", "DATE", "zero date, a zero month or day, year 0, or a day its month lacks "
+             "(ALLOW_INVALID_DATES) -> NULL"),
+    TypeRule("DATETIME(p)", "TIMESTAMP_NTZ", "wall-clock value as stored; NULL where a DATE is"),
     TypeRule("TIMESTAMP(p)", "TIMESTAMP", "the instant (UTC), independent of the server's time zone; zero -> NULL"),
     TypeRule("TIME(p)", "INTERVAL DAY TO SECOND", "signed, may exceed 24 hours"),
     TypeRule("YEAR", "SMALLINT", "YEAR 0000 is 0"),
@@ -135,6 +136,18 @@ BLOB_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob
 MARIADB_TEXT = ("inet4", "inet6", "uuid")  # fixed-size binary values that a SELECT gives as text
 GEO_TYPES = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
         "geometrycollection", "geomcollection"}
+
+
+def held_date(quoted: str) -> str:
+    """The SQL condition under which the capture holds a DATE, DATETIME or TIMESTAMP value as it is; otherwise it
+    holds NULL, as Python's ``datetime`` and so the binlog's row reader have no such date: a zero date, a zero
+    month or day, a year 0 (``'0000-05-05'``) and a day its month lacks (``'2024-02-30'``, kept by the server under
+    ALLOW_INVALID_DATES; connectorx panics on it). A zero month makes ``LAST_DAY`` NULL, and so the condition.
+
+    >>> held_date("`d`")
+    "`d` >= '0001-01-01' AND DAYOFMONTH(`d`) BETWEEN 1 AND DAYOFMONTH(LAST_DAY(`d`))"
+    """
+    return f"{quoted} >= '0001-01-01' AND DAYOFMONTH({quoted}) BETWEEN 1 AND DAYOFMONTH(LAST_DAY({quoted}))"
 
 
 def is_tinyint1(col: ColumnInfo) -> bool:

@@ -87,8 +87,11 @@ def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: 
     out: dict[str, dict[int, tuple[Any, ...]]] = {}
     for fast in (True, False):
         rows = out.setdefault("arrow" if fast else "mysqlclient", {})
+        reader = SnapshotReader(profile, plan.schema, facts, opts, fast=fast)
+        if fast and reader.fast:
+            out["read by connectorx"] = {}  # the table's types are all the Arrow path's (else it reads as mysqlclient)
         for chunk in plan.chunks:
-            for batch in SnapshotReader(profile, plan.schema, facts, opts, fast=fast).read(chunk).batches:
+            for batch in reader.read(chunk).batches:
                 rows.update({int(r[0]): r for r in batch_to_rows(batch)})
     for decoder in ("planned", "library"):
         phase = binlog_only_phase(profile, facts, dataclasses.replace(opts, row_decoder=decoder), plan)
@@ -100,12 +103,13 @@ def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: 
     return out
 
 
-def capture_every_way(srv: ServerProcess, columns_sql: str, load: Callable[[Any], None], **options: Any
-                      ) -> tuple[tuple[str, ...], dict[int, tuple[Any, ...]]]:
+def capture_every_way(srv: ServerProcess, columns_sql: str, load: Callable[[Any], None], arrow: bool = False,
+                      **options: Any) -> tuple[tuple[str, ...], dict[int, tuple[Any, ...]]]:
     """Create ``v.t`` (id BIGINT UNSIGNED key, ``columns_sql``, touch INT), run ``load`` (a cursor; session in
     UTC) twice around an UPDATE of touch and a DELETE of everything, then read the rows by both SELECT paths
-    and the binlog's +I, -U, +U, -D images, assert that every way gives the same values and Python types, and
-    return the column names and the rows by id (mysqlclient path)."""
+    and the binlog's +I, -U, +U, -D images, assert that every way gives the same values and Python types (and
+    that the "arrow" path was connectorx's or, ``arrow`` false, mysqlclient's), and return the column names and
+    the rows by id (mysqlclient path)."""
     info = srv.info
     assert info is not None
     root = info.connect(root=True)
@@ -127,6 +131,7 @@ def capture_every_way(srv: ServerProcess, columns_sql: str, load: Callable[[Any]
     _, plans = plan_tables(profile, opts)
     images = read_by_every_path(profile, facts, opts, plans[0], start, end)
     root.close()
+    assert arrow == ("read by connectorx" in images), f"the Arrow path {'not ' if arrow else ''}taken"
 
     names = plans[0].schema.column_names
     touch = names.index("touch")
@@ -180,6 +185,56 @@ def test_snapshot_and_binlog_give_the_same_values(ny_server: ServerProcess, tiny
     assert top[col["geo"]] == POINT[4:] and top[col["gs"]] == -(2**31) + 1 and top[col["gv"]] == "é😀'\\|b"
     zero_dates = snapshots["mysqlclient"][4]
     assert [zero_dates[col[n]] for n in ("dd", "dtm", "dt0", "ts")] == [None] * 4
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_dates_python_has_not_are_null_by_every_path(ny_server: ServerProcess, arrow: bool) -> None:
+    """A year 0 and a day its month lacks (kept under ALLOW_INVALID_DATES) are NULL by connectorx's SELECT (which
+    kept a year 0 and panicked on 2024-02-30), mysqlclient's, and the binlog's readers (which stopped the read on
+    2024-02-30), as zero dates are; the dates about them are kept."""
+    rows = [(1, "0000-05-05", "0000-05-05 10:00:00.5", "0000-12-31 23:59:59"),
+            (2, "2024-02-30", "2023-02-29 10:00:00.5", "2024-04-31 00:00:00"),
+            (3, "0001-01-01", "2024-02-29 23:59:59.999999", "9999-12-31 23:59:59"),
+            (4, "2024-02-00", "2024-00-10 00:00:00", "0000-00-00 00:00:00")]
+
+    def load(cur: Any) -> None:
+        cur.execute("SET sql_mode = 'ALLOW_INVALID_DATES'")
+        cur.executemany("INSERT INTO t (id, dd, dtm, dt0) VALUES (%s, %s, %s, %s)", rows)
+        cur.execute("SET sql_mode = DEFAULT")
+
+    # a TIME column (NULL) takes the table off the Arrow path: then "arrow" is mysqlclient's SELECT too
+    _, got = capture_every_way(ny_server, "dd DATE, dtm DATETIME(6), dt0 DATETIME" + ("" if arrow else ", tm TIME"),
+                               load, arrow=arrow, chunk_size=1)  # a chunk per row: one panic reads one row again
+    kept = (dt.date(1, 1, 1), dt.datetime(2024, 2, 29, 23, 59, 59, 999999), dt.datetime(9999, 12, 31, 23, 59, 59))
+    assert {i: got[i][1:4] for i in got} == {1: (None,) * 3, 2: (None,) * 3, 3: kept, 4: (None,) * 3}
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_the_servers_global_sql_mode_changes_no_value(ny_server: ServerProcess, arrow: bool) -> None:
+    """Every session of the capture sets its own sql_mode (connect.SESSION_INIT): under a global mode that pads a
+    CHAR to its length (a SELECT gave 'ab   ' where the binlog has 'ab'), MariaDB's ORACLE (whose CONCAT skips a
+    NULL and whose BLOB reads ``blob(65535)``) or NO_BACKSLASH_ESCAPES and ANSI_QUOTES, every path gives the
+    values as stored."""
+    assert ny_server.info is not None
+    mode = ("ORACLE,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES" if ny_server.kind == "mariadb" else
+            "ANSI,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES")
+    root = ny_server.info.connect(root=True)
+    cur = root.cursor()
+    cur.execute("SELECT @@GLOBAL.sql_mode")
+    (before,) = cur.fetchone()
+    rows = [(1, "ab", "it's \\ \"q\"", b"\x00'\\", "x,y"), (2, "", "", b"", ""), (3, None, None, None, None)]
+
+    def load(cur: Any) -> None:
+        cur.executemany("INSERT INTO t (id, c, v, b, st) VALUES (%s, %s, %s, %s, %s)", rows)
+        cur.execute("SET GLOBAL sql_mode = %s", (mode,))  # the readers' sessions begin after the load
+
+    try:
+        _, got = capture_every_way(ny_server, "c CHAR(5), v VARCHAR(20), b BLOB, st SET('x', 'y')" +
+                                   ("" if arrow else ", tm TIME"), load, arrow=arrow)
+    finally:
+        cur.execute("SET GLOBAL sql_mode = %s", (before,))
+        root.close()
+    assert {i: got[i][1:5] for i in got} == {r[0]: r[1:] for r in rows}
 
 
 # Every fractional precision, more character sets, MySQL's JSON null literal, ENUM/SET in latin1, a geographic

@@ -31,6 +31,7 @@ from mysql_cdc.types import (
     MARIADB_TEXT,
     TEXT_TYPES,
     arrow_type,
+    held_date,
     spark_type,
     text_decoder,
 )
@@ -413,19 +414,19 @@ def select_expr(col: ColumnInfo, quoted: str) -> str:
     """The SELECT expression of a column for the mysqlclient path. FLOAT is printed with about six significant
     digits in a result set (1000001 comes back as 1e+06): widened to DOUBLE in the server, every stored float
     arrives exactly and is narrowed back by :func:`value_converter`. Text in a character set without an exact
-    decoder here comes as its stored bytes. A date with a zero month or day (``'0000-00-00'``, ``'2020-00-15'``,
-    allowed without NO_ZERO_DATE / NO_ZERO_IN_DATE) is made NULL by the server, as the binlog reader gives it:
-    connectorx panicked on it (a Rust backtrace on stderr), pymysql gave it as text.
+    decoder here comes as its stored bytes. A date Python has not (:func:`~mysql_cdc.types.held_date`: ``'0000-00-00'``,
+    ``'2020-00-15'``, ``'0000-05-05'``, ``'2024-02-30'``) is made NULL by the server, as the binlog reader gives
+    it: connectorx panicked on it (a Rust backtrace on stderr), pymysql gave it as text.
 
     >>> select_expr(ColumnInfo("d", "date", "date", True), "`d`")
-    'IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, `d`)'
+    "IF(`d` >= '0001-01-01' AND DAYOFMONTH(`d`) BETWEEN 1 AND DAYOFMONTH(LAST_DAY(`d`)), `d`, NULL)"
     """
     if col.data_type == "float":
         return f"({quoted} + 0E0)"
     if col.data_type in TEXT_TYPES and text_decoder(col.charset) is None:
         return f"CAST({quoted} AS BINARY)"  # delivered as its stored bytes, like the binlog's
     if col.data_type in ("date", "datetime", "timestamp"):
-        return f"IF(MONTH({quoted}) = 0 OR DAYOFMONTH({quoted}) = 0, NULL, {quoted})"
+        return f"IF({held_date(quoted)}, {quoted}, NULL)"
     return quoted
 
 

@@ -358,10 +358,7 @@ def _read(spec: ColumnSpec, buf: np.ndarray, at: np.ndarray, null: np.ndarray) -
     if kind == "date":
         v = _little_endian(_bytes_at(buf, at, 3))
         year, month, day = v >> 9 & 0x7FFF, v >> 5 & 15, v & 31
-        zero = (year == 0) | (month == 0) | (day == 0)  # the row reader's NULL
-        null = null | zero
-        if not _valid_date(year, month, day)[~null].all():
-            raise Misread("an invalid date")
+        null = null | ~_valid_date(year, month, day)  # the row reader's NULL: zero parts, year 0, 2024-02-30
         days = np.where(null, 0, _days(year, month, day)).astype(np.int32)
         return pa.Array.from_buffers(pa.date32(), n, [_validity(null), pa.py_buffer(days)])
     if kind == "datetime":

@@ -9,6 +9,7 @@ from typing import Any
 from mysql_cdc.errors import ServerSettingError
 from mysql_cdc.jsontext import JSON_NULL, JsonOpaque
 from mysql_cdc.types import FieldType
+from mysql_cdc.udtf.binlog.rowimage import date3
 from mysql_cdc.udtf.convert import MemberIndex
 
 
@@ -96,8 +97,12 @@ def _json_opaque(data: bytes) -> JsonOpaque | None:
     return JsonOpaque(data[0], bytes(data[1 + n:1 + n + length]))
 
 
+def _date(self: Any) -> Any:
+    return date3(self.packet.read(3))
+
+
 def adapt_library() -> None:
-    """Five changes to python-mysql-replication's decoding (process-wide; this package is its only user in
+    """Six changes to python-mysql-replication's decoding (process-wide; this package is its only user in
     a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition,
     and more lost connections read on after a reconnect:
 
@@ -112,7 +117,10 @@ def adapt_library() -> None:
       TIME a time of day;
     - MySQL's JSON null literal comes as :data:`mysql_cdc.jsontext.JSON_NULL`: the library gives None, and its
       ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
-      reason, and the reasons are kept per event, not per row).
+      reason, and the reasons are kept per event, not per row);
+    - a DATE Python has not (year 0, or ``2024-02-30`` under ALLOW_INVALID_DATES) comes as None, as its zero
+      dates do and as a SELECT gives it (:func:`~mysql_cdc.udtf.binlog.rowimage.date3`): the library raised
+      ValueError, which stopped the read.
     """
     from pymysqlreplication import binlogstream, json_binary
     from pymysqlreplication.event import QueryEvent
@@ -126,6 +134,7 @@ def adapt_library() -> None:
     expected = binlogstream.MYSQL_EXPECTED_ERROR_CODES
     expected.extend(c for c in (1053, 1927, 2055, 4031) if c not in expected)
     setattr(RowsEvent, "_RowsEvent__read_string", _stored_bytes)  # noqa: B010 (a name-mangled method)
+    setattr(RowsEvent, "_RowsEvent__read_date", _date)  # noqa: B010
     TableMapEvent._read_type_values = _member_indexes
     json_binary.parse_opaque = _json_opaque
     read_json = BinLogPacketWrapper.read_binary_json

@@ -186,16 +186,18 @@ def time2(raw: bytes, fsp: int) -> dt.timedelta:
 
 
 def date3(raw: bytes) -> dt.date | None:
-    """DATE: day, month and year packed in 3 bytes, little-endian; None for zero parts.
+    """DATE: day, month and year packed in 3 bytes, little-endian; None for a date Python has not (a zero part,
+    year 0, or a day its month lacks, which the server keeps under ALLOW_INVALID_DATES), as a SELECT gives it.
 
     >>> date3((2024 * 512 + 2 * 32 + 18).to_bytes(3, "little")), date3(bytes(3))
     (datetime.date(2024, 2, 18), None)
+    >>> date3((2024 * 512 + 2 * 32 + 30).to_bytes(3, "little"))  # 2024-02-30
     """
     v = int.from_bytes(raw, "little")
-    year, month, day = (v >> 9) & 0x7FFF, (v >> 5) & 15, v & 31
-    if not (year and month and day):
+    try:
+        return dt.date((v >> 9) & 0x7FFF, (v >> 5) & 15, v & 31)
+    except ValueError:
         return None
-    return dt.date(year, month, day)
 
 
 def _json(raw: bytes) -> Any:
@@ -290,9 +292,10 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
     elif t == F.DATE:
         # date3 inline; a DATE column's converter passes dates and None through unchanged
         env["date"] = dt.date
-        lines = ["x = int.from_bytes(b[p:p + 3], 'little')", "p += 3",
-                 f"{v} = date(x >> 9 & 32767, x >> 5 & 15, x & 31) if x >> 9 & 32767 and x >> 5 & 15 and x & 31 "
-                 "else None"]
+        lines = ["x = int.from_bytes(b[p:p + 3], 'little')", "p += 3", "try:",
+                 f"    {v} = date(x >> 9 & 32767, x >> 5 & 15, x & 31)",
+                 "except ValueError:",  # a zero part, year 0, or a day its month lacks (ALLOW_INVALID_DATES)
+                 f"    {v} = None"]
         post = None if col.data_type == "date" else post
     elif t in (F.DATETIME2, F.TIMESTAMP2, F.TIME2):
         size = {F.DATETIME2: 5, F.TIMESTAMP2: 4, F.TIME2: 3}[t] + _fsp_bytes(tm.fsp)

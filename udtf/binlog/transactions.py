@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from mysql_cdc.connect import guarded_connect, pymysql_kwargs
+from mysql_cdc.connect import SESSION_INIT, guarded_connect, pymysql_kwargs
 from mysql_cdc.ddl import Statement, read_statement
 from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.ids import TableId
@@ -476,7 +476,7 @@ def read_transactions(profile: ConnectionProfile, server_id: int, start: BinlogO
         return
     settings = {"host": profile.host, "port": profile.port, "user": profile.user, "password": profile.login_password(),
                 "charset": "utf8mb4", "connect_timeout": max(1, int(round(profile.connect_timeout))),
-                "init_command": "SET SESSION time_zone = '+00:00'",
+                "init_command": SESSION_INIT,
                 "read_timeout": int(profile.read_timeout) or READ_TIMEOUT,
                 **pymysql_kwargs(profile)}
     kw: dict[str, Any] = {}

@@ -2,7 +2,8 @@
 
 connectorx takes no bound parameters, so chunk bounds are inlined as hex / numeric literals
 (:func:`mysql_cdc.sql.sql_literal`); it opens its own connection, whose session is prepared by
-``pre_execution_query``. Errors never carry the connection URL (it holds the password).
+``pre_execution_query`` (:data:`~mysql_cdc.connect.SESSION_INIT` first). Errors never carry the connection URL
+(it holds the password).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from mysql_cdc.chunks import Chunk
+from mysql_cdc.connect import SESSION_INIT
 from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.ids import ident, table_ident
 from mysql_cdc.profiles import ConnectionProfile
@@ -55,7 +57,7 @@ def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *
 
     def read() -> pa.Table:
         return cx.read_sql(url, sql, return_type="arrow",
-                           pre_execution_query=["SET SESSION time_zone = '+00:00'", *pre])
+                           pre_execution_query=[SESSION_INIT, *pre])
 
     try:
         return read() if not profile.read_timeout else _within(read, profile.read_timeout)

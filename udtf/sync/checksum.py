@@ -15,9 +15,10 @@ DECIMAL(p,s)                               its digits at its scale, ``12.50``   
 FLOAT, DOUBLE                              ``CAST(CAST(c AS DOUBLE) AS CHAR)``, a zero  :func:`double_text`
                                            ``0`` whatever its sign (``0.1``, ``1e21``)  (the server's rule)
 BIT(n), n > 1                              hex of its ceil(n/8) bytes                   ``hex(c)``
-DATE                                       ``2024-02-29`` (a zero date NULL)            the same
+DATE                                       ``2024-02-29`` (NULL where the capture has   the same
+                                           none: a zero part, year 0, ``2024-02-30``)
 DATETIME(p)                                ``2024-02-29 10:00:00.25`` (fraction         ``CAST(c AS STRING)``
-                                           without trailing zeros; a zero date NULL)
+                                           without trailing zeros; NULL as a DATE)
 TIMESTAMP(p)                               microseconds since 1970 UTC (zero NULL)      ``unix_micros(c)``
 TIME(p)                                    signed microseconds                          the mirror's BIGINT
 CHAR, VARCHAR, ENUM, SET, INET/UUID        ``<bytes>|<its UTF-8 text>``                 the same
@@ -50,7 +51,7 @@ from decimal import Decimal
 
 from mysql_cdc.ids import ident
 from mysql_cdc.schema import ColumnInfo
-from mysql_cdc.types import GEO_TYPES, spark_type
+from mysql_cdc.types import GEO_TYPES, held_date, spark_type
 
 NULL_TEXT = "~"  # X'7E' in Spark's binary join
 # values short enough to enter a row's text as they are, after their length in bytes and "|" (a length makes the
@@ -140,14 +141,14 @@ def source_text(col: ColumnInfo, tinyint1_as_boolean: bool = False) -> str:
     >>> source_text(c), source_text(ColumnInfo("n", "int", "int(5) unsigned zerofill", True))  # no padding: + 0
     ('`price`', '`n` + 0')
     >>> source_text(ColumnInfo("d", "datetime", "datetime(3)", True, datetime_precision=3))  # 10:00:00.250
-    "IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' \
-FROM `d`)))"
+    "IF(`d` >= '0001-01-01' AND DAYOFMONTH(`d`) BETWEEN 1 AND DAYOFMONTH(LAST_DAY(`d`)), TRIM(TRAILING '.' \
+FROM TRIM(TRAILING '0' FROM `d`)), NULL)"
     >>> source_text(ColumnInfo("at", "timestamp", "timestamp(3)", True))
     'CAST(NULLIF(UNIX_TIMESTAMP(`at`) * 1000000, 0) AS SIGNED)'
     """
     c, t = ident(col.name), col.data_type
     st = spark_type(col, tinyint1_as_boolean)
-    zero_date = f"MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0"  # a date the capture holds as NULL
+    held = held_date(c)  # else the capture holds the date as NULL
     if st == "BOOLEAN":
         return f"CASE WHEN {c} <> 0 THEN '1' WHEN {c} = 0 THEN '0' END"
     if t == "year":
@@ -157,15 +158,15 @@ FROM `d`)))"
     if t == "bit":
         return f"LPAD(HEX({c}), {2 * (((col.numeric_precision or 1) + 7) // 8)}, '0')"
     if t == "date":  # written 2024-02-29 (a year below 1000 with its zeros, as DATE_FORMAT's %Y)
-        return f"IF({zero_date}, NULL, {c})"
+        return f"IF({held}, {c}, NULL)"
     if t == "datetime":
         p = _fraction_digits(col)
         if p == 0:  # 2024-02-29 10:00:00
-            return f"IF({zero_date}, NULL, {c})"
+            return f"IF({held}, {c}, NULL)"
         if p is not None:  # its p digits after a point: their trailing zeros, then a bare point, trimmed
-            return f"IF({zero_date}, NULL, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {c})))"
-        return (f"IF({zero_date}, NULL, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM "
-                f"DATE_FORMAT({c}, '%%Y-%%m-%%d %%H:%%i:%%s.%%f'))))")
+            return f"IF({held}, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {c})), NULL)"
+        return (f"IF({held}, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM "
+                f"DATE_FORMAT({c}, '%%Y-%%m-%%d %%H:%%i:%%s.%%f'))), NULL)")
     if t == "timestamp":
         return f"CAST(NULLIF(UNIX_TIMESTAMP({c}) * 1000000, 0) AS SIGNED)"
     if t == "time":
@@ -220,9 +221,9 @@ def source_join(cols: list[ColumnInfo], b1: bool = False) -> str:
     there is damage, and must be hashed. Verify takes a column as NOT NULL only if it was so at the mirror's point
     and is so now (:func:`~mysql_cdc.udtf.sync.verify.nullable_either`).
 
-    >>> source_join([ColumnInfo("id", "int", "int", False), ColumnInfo("d", "date", "date", False),
+    >>> source_join([ColumnInfo("id", "int", "int", False), ColumnInfo("t", "timestamp", "timestamp", False),
     ...              ColumnInfo("n", "char", "char(2)", False, "utf8mb4")])
-    "CONCAT_WS('|', `id`, COALESCE(IF(MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0, NULL, `d`), '~'), \
+    "CONCAT_WS('|', `id`, COALESCE(CAST(NULLIF(UNIX_TIMESTAMP(`t`) * 1000000, 0) AS SIGNED), '~'), \
 OCTET_LENGTH(`n`), `n`)"
     """
     texts = ", ".join(_short_parts(c, b1) or source_text(c, b1) if not c.nullable and c.data_type not in _MAY_BE_NULL

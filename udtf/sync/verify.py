@@ -535,10 +535,8 @@ class SourceView:
 def open_view(profile: ConnectionProfile, facts: ServerFacts) -> SourceView:
     conn = connect(profile)
     cur = conn.cursor()
-    cur.execute("SET SESSION time_zone = '+00:00'")
-    # the texts' SQL means what checksum.py says whatever the server's global mode: not MariaDB's ORACLE (whose
-    # CONCAT skips a NULL, and LENGTH counts characters), nor a CHAR padded to its length (PAD_CHAR_TO_FULL_LENGTH)
-    cur.execute("SET SESSION sql_mode = ''")
+    # connect() ran SESSION_INIT: UTC, and sql_mode '' so that the texts' SQL means what checksum.py says whatever
+    # the server's global mode (not ORACLE's CONCAT, which skips a NULL, nor PAD_CHAR_TO_FULL_LENGTH's CHARs)
     cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     low = server_end(profile, facts, conn)
     cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
