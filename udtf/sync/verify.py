@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -72,6 +72,11 @@ _SHOWN = 20  # differing keys named per table and kind
 _NARROWED = 64  # differing buckets narrowed down to their keys per table (each is read from both sides)
 
 
+# how verify's second look at the keys that differed ended its wait: the sync committed a batch; no sync holds the
+# state dir (none will come); --recheck-seconds passed
+Recheck = Literal["", "a batch", "no sync", "timed out"]
+
+
 class VerifyError(MysqlCdcError):
     """A mirror table could not be verified (its point unknown, its binlog purged, its format unread)."""
 
@@ -99,6 +104,7 @@ class TableCheck:
     regions: int = 0  # regions of the key summed apart in the first pass (0: the whole table's totals)
     regions_again: int = 0  # regions whose sums differed: the second pass summed only those by buckets
     waited: float = 0.0  # seconds the second look at differing keys waited for the sync's next batch
+    recheck: Recheck = ""  # how that wait ended ("" where no key differed at first, or --recheck-seconds is 0)
     keys: tuple[tuple[Any, ...], ...] = field(default=(), compare=False, repr=False)  # every differing key
 
     @property
@@ -112,7 +118,8 @@ class TableCheck:
                 "not_checked": self.not_checked, "point": self.point,
                 "seconds": round(self.seconds, 3), "source_seconds": round(self.source_seconds, 3),
                 "mirror_seconds": round(self.mirror_seconds, 3), "by_bucket": self.by_bucket,
-                "regions": self.regions, "regions_again": self.regions_again, "waited": round(self.waited, 3)}
+                "regions": self.regions, "regions_again": self.regions_again, "waited": round(self.waited, 3),
+                "recheck": self.recheck}
 
 
 @dataclass(frozen=True)
@@ -1048,6 +1055,7 @@ class Verifier:
         d = first.diff
         flux = first.in_flux
         waited = 0.0
+        recheck: Recheck = ""
         if len(d) and self.recheck_seconds > 0:
             # a key the sync had not applied yet agrees later: compare the differing keys once more, after the
             # sync's next batch (not waited for where no sync holds the state dir: none comes)
@@ -1056,9 +1064,17 @@ class Verifier:
             t0 = time.monotonic()
             deadline = t0 + self.recheck_seconds
             seen = committed_batches(self.checkpoint)
-            while (time.monotonic() < deadline and committed_batches(self.checkpoint) <= seen
-                   and sync_holds(self.store.location) is not False):
-                time.sleep(0.2)
+            while True:
+                if committed_batches(self.checkpoint) > seen:
+                    recheck = "a batch"
+                elif sync_holds(self.store.location) is False:
+                    recheck = "no sync"
+                elif time.monotonic() >= deadline:
+                    recheck = "timed out"
+                else:
+                    time.sleep(0.2)
+                    continue
+                break
             waited = time.monotonic() - t0
             d = self._round(schema, d.key_texts()).diff
         words = [tuple(ordered_words(part.values())[:_SHOWN])
@@ -1069,4 +1085,5 @@ class Verifier:
                           seconds=time.monotonic() - started, source_seconds=first.source_seconds,
                           mirror_seconds=first.mirror_seconds, by_bucket=first.by_bucket,
                           regions=first.regions, regions_again=first.regions_again, waited=waited,
+                          recheck=recheck,
                           keys=tuple(k for part in (d.missing, d.extra, d.changed, d.twice) for k in part.values()))
