@@ -4,12 +4,13 @@ images it would decode wrongly, refused with the setting to fix."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from mysql_cdc.errors import ServerSettingError
 from mysql_cdc.jsontext import JSON_NULL, JsonOpaque
 from mysql_cdc.types import FieldType
-from mysql_cdc.udtf.binlog.rowimage import date3
 from mysql_cdc.udtf.convert import MemberIndex
 
 
@@ -97,8 +98,23 @@ def _json_opaque(data: bytes) -> JsonOpaque | None:
     return JsonOpaque(data[0], bytes(data[1 + n:1 + n + length]))
 
 
-def _date(self: Any) -> Any:
-    return date3(self.packet.read(3))
+def _or_none(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The library's reader of a DATE or an old-format DATETIME (MySQL before 5.6.4, MariaDB's
+    ``mysql56_temporal_format=OFF``), giving None where the library raised ValueError: after reading the value's
+    bytes, it made a date Python has not (year 0, or ``2024-02-30`` under ALLOW_INVALID_DATES), which stopped the
+    read. Its zero dates were None already.
+
+    >>> import datetime as dt
+    >>> _or_none(lambda event: dt.date(2024, 2, 30))(None), _or_none(lambda event: dt.date(2024, 2, 29))(None)
+    (None, datetime.date(2024, 2, 29))
+    """
+    @functools.wraps(read)
+    def read_or_none(self: Any) -> Any:
+        try:
+            return read(self)
+        except ValueError:
+            return None
+    return read_or_none
 
 
 def adapt_library() -> None:
@@ -118,8 +134,8 @@ def adapt_library() -> None:
     - MySQL's JSON null literal comes as :data:`mysql_cdc.jsontext.JSON_NULL`: the library gives None, and its
       ``none_sources`` cannot tell that from SQL NULL (it reports "null" for any None without a recorded
       reason, and the reasons are kept per event, not per row);
-    - a DATE Python has not (year 0, or ``2024-02-30`` under ALLOW_INVALID_DATES) comes as None, as its zero
-      dates do and as a SELECT gives it (:func:`~mysql_cdc.udtf.binlog.rowimage.date3`): the library raised
+    - a DATE or an old-format DATETIME Python has not (year 0, or ``2024-02-30`` under ALLOW_INVALID_DATES)
+      comes as None (:func:`_or_none`), as its zero dates do and as a SELECT gives it: the library raised
       ValueError, which stopped the read.
     """
     from pymysqlreplication import binlogstream, json_binary
@@ -134,7 +150,11 @@ def adapt_library() -> None:
     expected = binlogstream.MYSQL_EXPECTED_ERROR_CODES
     expected.extend(c for c in (1053, 1927, 2055, 4031) if c not in expected)
     setattr(RowsEvent, "_RowsEvent__read_string", _stored_bytes)  # noqa: B010 (a name-mangled method)
-    setattr(RowsEvent, "_RowsEvent__read_date", _date)  # noqa: B010
+    for name in ("_RowsEvent__read_date", "_RowsEvent__read_datetime"):
+        if not getattr(getattr(RowsEvent, name), "_mysql_cdc", False):
+            read = _or_none(getattr(RowsEvent, name))
+            read._mysql_cdc = True  # type: ignore[attr-defined]
+            setattr(RowsEvent, name, read)
     TableMapEvent._read_type_values = _member_indexes
     json_binary.parse_opaque = _json_opaque
     read_json = BinLogPacketWrapper.read_binary_json

@@ -329,9 +329,10 @@ class DeltaMirror:
         null_keys = [k for k in schema.primary_key if rows.column(k).null_count]
         if null_keys:
             raise TableError(f"table {str(schema.table)!r} has rows whose key column(s) {null_keys!r} read as NULL: a "
-                             "zero date ('0000-00-00', or a zero month or day) in a NOT NULL key column, which reads "
-                             "as NULL as every zero date does, and a mirror merges by key: give those rows a real "
-                             "date in the source, or leave the table out of the sync (option exclude / --exclude)")
+                             "date Python has not ('0000-00-00', a zero month or day, year 0, or '2024-02-30' under "
+                             "ALLOW_INVALID_DATES) in a NOT NULL key column, which reads as NULL as every such date "
+                             "does, and a mirror merges by key: give those rows a real date in the source, or leave "
+                             "the table out of the sync (option exclude / --exclude)")
         commit = dl.CommitProperties(app_transactions=[dl.Transaction(app_id, batch_id)],
                                      custom_metadata={"mysql_cdc.batch": str(batch_id)})
         src = rows if append else final_images(rows, schema.primary_key)
