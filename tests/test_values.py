@@ -213,6 +213,11 @@ def test_dates_python_has_not_are_null_by_every_path(ny_server: ServerProcess, a
     assert {i: got[i][1:4] for i in got} == {1: (None,) * 3, 2: (None,) * 3, 3: kept, 4: (None,) * 3}
 
 
+# a global sql_mode that would change what our SQL reads, were a session of ours to take it
+HOSTILE_SQL_MODE = {"mariadb": "ORACLE,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES",
+                    "mysql": "ANSI,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES"}
+
+
 @pytest.mark.parametrize("arrow", [True, False])
 def test_the_servers_global_sql_mode_changes_no_value(ny_server: ServerProcess, arrow: bool) -> None:
     """Every session of the capture sets its own sql_mode (connect.SESSION_INIT): under a global mode that pads a
@@ -220,8 +225,7 @@ def test_the_servers_global_sql_mode_changes_no_value(ny_server: ServerProcess, 
     NULL and whose BLOB reads ``blob(65535)``) or NO_BACKSLASH_ESCAPES and ANSI_QUOTES, every path gives the
     values as stored."""
     assert ny_server.info is not None
-    mode = ("ORACLE,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES" if ny_server.kind == "mariadb" else
-            "ANSI,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES")
+    mode = HOSTILE_SQL_MODE[ny_server.kind]
     root = ny_server.info.connect(root=True)
     cur = root.cursor()
     cur.execute("SELECT @@GLOBAL.sql_mode")

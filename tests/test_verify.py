@@ -37,7 +37,7 @@ from tests.conftest import ROOT, _repo_env, wait_until
 from tests.helpers import committed_at, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.test_multi_table import KEYS, NO_KEY, Writers, _make
-from tests.test_values import COLUMNS, NAMES, POINT, ROWS
+from tests.test_values import COLUMNS, HOSTILE_SQL_MODE, NAMES, POINT, ROWS
 
 deltalake = pytest.importorskip("deltalake")  # installed by scripts/setup.sh (extra delta): never skipped in CI
 
@@ -284,8 +284,7 @@ def test_a_mirror_verifies_clean_and_each_damage_is_named(
     # table's columns changed since the mirror's point; a CHAR padded to its length would differ)
     classic_spark.conf.set("spark.sql.ansi.enabled", "false")
     cur.execute("SET @global_mode = @@GLOBAL.sql_mode")
-    cur.execute("SET GLOBAL sql_mode = %s", ("ORACLE,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES" if info.kind ==
-                                             "mariadb" else "ANSI,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCAPES",))
+    cur.execute("SET GLOBAL sql_mode = %s", (HOSTILE_SQL_MODE[info.kind],))
     try:
         clean = _verify(classic_spark, args)
     finally:

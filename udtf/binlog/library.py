@@ -150,11 +150,6 @@ def adapt_library() -> None:
     expected = binlogstream.MYSQL_EXPECTED_ERROR_CODES
     expected.extend(c for c in (1053, 1927, 2055, 4031) if c not in expected)
     setattr(RowsEvent, "_RowsEvent__read_string", _stored_bytes)  # noqa: B010 (a name-mangled method)
-    for name in ("_RowsEvent__read_date", "_RowsEvent__read_datetime"):
-        if not getattr(getattr(RowsEvent, name), "_mysql_cdc", False):
-            read = _or_none(getattr(RowsEvent, name))
-            read._mysql_cdc = True  # type: ignore[attr-defined]
-            setattr(RowsEvent, name, read)
     TableMapEvent._read_type_values = _member_indexes
     json_binary.parse_opaque = _json_opaque
     read_json = BinLogPacketWrapper.read_binary_json
@@ -189,5 +184,7 @@ def adapt_library() -> None:
 
     read_binary_json._mysql_cdc = True  # type: ignore[attr-defined]
     BinLogPacketWrapper.read_binary_json = read_binary_json
+    for name in ("_RowsEvent__read_date", "_RowsEvent__read_datetime"):  # name-mangled methods
+        setattr(RowsEvent, name, _or_none(getattr(RowsEvent, name)))
 
 

@@ -1064,17 +1064,16 @@ class Verifier:
             t0 = time.monotonic()
             deadline = t0 + self.recheck_seconds
             seen = committed_batches(self.checkpoint)
-            while True:
+
+            def ended() -> Recheck:
                 if committed_batches(self.checkpoint) > seen:
-                    recheck = "a batch"
-                elif sync_holds(self.store.location) is False:
-                    recheck = "no sync"
-                elif time.monotonic() >= deadline:
-                    recheck = "timed out"
-                else:
-                    time.sleep(0.2)
-                    continue
-                break
+                    return "a batch"
+                if sync_holds(self.store.location) is False:
+                    return "no sync"
+                return "timed out" if time.monotonic() >= deadline else ""
+
+            while not (recheck := ended()):
+                time.sleep(0.2)
             waited = time.monotonic() - t0
             d = self._round(schema, d.key_texts()).diff
         words = [tuple(ordered_words(part.values())[:_SHOWN])
