@@ -296,18 +296,7 @@ def test_precisions_charsets_and_server_specific_types(ny_server: ServerProcess)
     names, rows = capture_every_way(ny_server, ", ".join(f"`{n}` {t[0]}" for n, t in more.items()), load)
     col = {n: i for i, n in enumerate(names)}
     r1, r2, r3 = rows[1], rows[2], rows[3]
-    for p in range(7):
-        frac = int("987654"[:p].ljust(6, "0")) if p else 0
-        assert r1[col[f"dt{p}"]] == dt.datetime(2021, 3, 14, 2, 30, 0, frac)
-        assert r3[col[f"dt{p}"]] == dt.datetime(9999, 12, 31, 23, 59, 59, int("9" * p + "0" * (6 - p)) if p else 0)
-        assert r1[col[f"ts{p}"]] == dt.datetime(2021, 3, 14, 7, 0, 0, frac, tzinfo=UTC)
-        assert r2[col[f"ts{p}"]] == dt.datetime(2021, 11, 7, 5, 30, 0, int("5" * p + "0" * (6 - p)) if p else 0,
-                                                tzinfo=UTC)
-        assert r3[col[f"ts{p}"]] == dt.datetime(2021, 11, 7, 6, 30, 0, 10 ** (6 - p) if p else 0, tzinfo=UTC)
-        assert r1[col[f"tm{p}"]] == -dt.timedelta(hours=838, minutes=59, seconds=59)
-        assert r2[col[f"tm{p}"]] == -dt.timedelta(seconds=1, microseconds=int("123456"[:p].ljust(6, "0")) if p
-                                                  else 0)
-        assert r3[col[f"tm{p}"]] == dt.timedelta(hours=25, microseconds=int("5" * p + "0" * (6 - p)) if p else 0)
+    _temporal_values_are_the_stored_ones(col, r1, r2, r3)
     # the JSON null literal is the text 'null' (SQL NULL is None), a JSON string "null" is quoted
     assert (r1[col["jn"]], r2[col["jn"]]) == ("null", '"null"')
     for n, (_, a, b, c) in MORE.items():
@@ -323,6 +312,55 @@ def test_precisions_charsets_and_server_specific_types(ny_server: ServerProcess)
     if ny_server.kind == "mariadb":
         for n, (_, a, b, c) in MARIADB_MORE.items():
             assert [r1[col[n]], r2[col[n]], r3[col[n]]] == [a, b, c], n
+
+
+def _temporal_values_are_the_stored_ones(col: dict[str, int], r1: tuple[Any, ...], r2: tuple[Any, ...],
+                                         r3: tuple[Any, ...]) -> None:
+    """MORE's DATETIME, TIMESTAMP and TIME columns of precision 0-6 hold rows 1-3's values."""
+    for p in range(7):
+        frac = int("987654"[:p].ljust(6, "0")) if p else 0
+        assert r1[col[f"dt{p}"]] == dt.datetime(2021, 3, 14, 2, 30, 0, frac)
+        assert r3[col[f"dt{p}"]] == dt.datetime(9999, 12, 31, 23, 59, 59, int("9" * p + "0" * (6 - p)) if p else 0)
+        assert r1[col[f"ts{p}"]] == dt.datetime(2021, 3, 14, 7, 0, 0, frac, tzinfo=UTC)
+        assert r2[col[f"ts{p}"]] == dt.datetime(2021, 11, 7, 5, 30, 0, int("5" * p + "0" * (6 - p)) if p else 0,
+                                                tzinfo=UTC)
+        assert r3[col[f"ts{p}"]] == dt.datetime(2021, 11, 7, 6, 30, 0, 10 ** (6 - p) if p else 0, tzinfo=UTC)
+        assert r1[col[f"tm{p}"]] == -dt.timedelta(hours=838, minutes=59, seconds=59)
+        assert r2[col[f"tm{p}"]] == -dt.timedelta(seconds=1, microseconds=int("123456"[:p].ljust(6, "0")) if p
+                                                  else 0)
+        assert r3[col[f"tm{p}"]] == dt.timedelta(hours=25, microseconds=int("5" * p + "0" * (6 - p)) if p else 0)
+
+
+@pytest.mark.parametrize("ny_server", ["mariadb"], indirect=True)  # MySQL 8 and later keep no old format
+def test_temporal_columns_in_mariadbs_old_formats(ny_server: ServerProcess) -> None:
+    """A MariaDB table of before 10.1.2 (here one made under ``mysql56_temporal_format=OFF``) keeps DATETIME,
+    TIME and TIMESTAMP in the old formats, logged without their precision: each precision 0-6 gives the stored
+    values by every path, as the new formats do (python-mysql-replication read MariaDB 5.3's DATETIME(2) as 8
+    bytes where it holds 6, and the binlog read stopped on the row; it read a negative TIME(0) as unsigned), and
+    a date Python has not is NULL."""
+    temporal = {n: v for n, v in MORE.items() if n.startswith(("dt", "ts", "tm"))}
+    root = ny_server.info.connect(root=True)  # type: ignore[union-attr]
+    cur = root.cursor()
+
+    def load(c: Any) -> None:
+        insert_rows(c.connection, "t", ["id", *temporal], [(i, *(v[i] for v in temporal.values())) for i in (1, 2, 3)])
+        c.execute("SET sql_mode = 'ALLOW_INVALID_DATES'")
+        c.execute("INSERT INTO t (id, dt0, dt2, dt5, dt6) VALUES (4, '2024-02-30 10:00:00', '0000-05-05 10:00:00.5', "
+                  "'2023-02-29 00:00:00', '2024-04-31 23:59:59.999999')")
+        c.execute("SET sql_mode = DEFAULT")
+
+    cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
+    try:
+        names, rows = capture_every_way(ny_server, ", ".join(f"`{n}` {t[0]}" for n, t in temporal.items()), load)
+        cur.execute("SHOW CREATE TABLE v.t")
+        made = cur.fetchone()[1]
+    finally:
+        cur.execute("SET GLOBAL mysql56_temporal_format = ON")
+        root.close()
+    assert made.count("/* mariadb-5.3 */") == len(temporal), made  # every column in an old format
+    col = {n: i for i, n in enumerate(names)}
+    _temporal_values_are_the_stored_ones(col, rows[1], rows[2], rows[3])
+    assert [rows[4][col[n]] for n in ("dt0", "dt2", "dt5", "dt6")] == [None] * 4
 
 
 def _plan_error(profile: ConnectionProfile, db: str, table: str) -> Exception:

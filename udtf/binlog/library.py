@@ -117,8 +117,31 @@ def _or_none(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return read_or_none
 
 
+def _old_temporal(read: Callable[..., Any]) -> Callable[..., Any]:
+    """The library's reader of one value, reading a column the table map logs in an old temporal format with
+    the precision :meth:`udtf.binlog.rowimage.RowDecoders.for_library` gave it (``mysql_cdc_fsp``) as
+    :mod:`udtf.binlog.oldtemporal` says: the library read MariaDB 5.3's DATETIME(2) as 8 bytes where it holds 6,
+    and a negative classic TIME as unsigned. A negative TIME with a fraction comes as the library gives a TIME2
+    (:func:`udtf.convert.negative_time_fix`, which the fix-up undoes)."""
+    from pymysqlreplication.bitmap import BitGet
+
+    from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, TIME, old_size, old_value
+    from mysql_cdc.udtf.convert import negative_time_fix
+
+    @functools.wraps(read)
+    def read_values_name(self: Any, column: Any, null_bitmap: Any, null_bitmap_index: int, is_partial: bool,
+                         cols_bitmap: Any, unsigned: bool, i: int) -> Any:
+        fsp = getattr(column, "mysql_cdc_fsp", None)
+        if fsp is None or column.type not in OLD_TYPES or BitGet(cols_bitmap, i) == 0 or self._is_null(
+                null_bitmap, null_bitmap_index):
+            return read(self, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i)
+        v = old_value(column.type, bytes(self.packet.read(old_size(column.type, fsp))), fsp)
+        return negative_time_fix(v) if column.type == TIME and fsp else v
+    return read_values_name
+
+
 def adapt_library() -> None:
-    """Six changes to python-mysql-replication's decoding (process-wide; this package is its only user in
+    """Seven changes to python-mysql-replication's decoding (process-wide; this package is its only user in
     a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition,
     and more lost connections read on after a reconnect:
 
@@ -136,7 +159,10 @@ def adapt_library() -> None:
       reason, and the reasons are kept per event, not per row);
     - a DATE or an old-format DATETIME Python has not (year 0, or ``2024-02-30`` under ALLOW_INVALID_DATES)
       comes as None (:func:`_or_none`), as its zero dates do and as a SELECT gives it: the library raised
-      ValueError, which stopped the read.
+      ValueError, which stopped the read;
+    - DATETIME, TIME and TIMESTAMP in the old formats are read with their column's precision
+      (:func:`_old_temporal`): MariaDB 5.3's DATETIME(2) misread the rest of its row, a classic negative TIME came
+      out as a large positive one.
     """
     from pymysqlreplication import binlogstream, json_binary
     from pymysqlreplication.event import QueryEvent
@@ -186,5 +212,7 @@ def adapt_library() -> None:
     BinLogPacketWrapper.read_binary_json = read_binary_json
     for name in ("_RowsEvent__read_date", "_RowsEvent__read_datetime"):  # name-mangled methods
         setattr(RowsEvent, name, _or_none(getattr(RowsEvent, name)))
+    read_values = RowsEvent._RowsEvent__read_values_name  # a name-mangled method
+    setattr(RowsEvent, "_RowsEvent__read_values_name", _old_temporal(read_values))  # noqa: B010
 
 

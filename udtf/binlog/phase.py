@@ -136,8 +136,7 @@ class BinlogPhase:
         # emit rule places it by the chunk key; the output keeps the primary key), its other values not at all
         keep = {t: {*s.positions(s.primary_key), *s.positions(s.chunk_key)} for t, s in schemas.items()
                 if opts.before_images == "key" and s.primary_key}
-        self.decoders = RowDecoders(schemas, opts.tinyint1_as_boolean, keep) if opts.row_decoder == "planned" \
-            else None
+        self.decoders = RowDecoders(schemas, opts.tinyint1_as_boolean, keep, planned=opts.row_decoder == "planned")
         self._names = {t: set(s.column_names) for t, s in schemas.items()}
         self._ids = {(t.database, t.table): t for t in schemas}
         self._ruled = any(rule is not None for rule in self.rules.values())

@@ -11,9 +11,10 @@ still frames events and parses table maps.
 The plan reproduces the library's decoding of each type exactly, then applies the same conversion
 (:func:`udtf.convert.binlog_fixup`, then :func:`udtf.convert.value_converter`), so a row decodes to the same
 values either way; ``property_tests/test_values_props.py`` checks that on random rows of every type, on both
-servers. A table map the plan does not cover falls back to the library: types logged in pre-5.6 formats, a
-column whose logged type, character set or precision differs from the table's recorded schema (a row from
-before a DDL), and images without every column (binlog_row_image MINIMAL/NOBLOB, refused by the library path).
+servers. Temporal columns in the old formats (a MariaDB table of before 10.1.2) are read as :mod:`.oldtemporal`
+says, with the recorded schema's precision. A table map the plan does not cover falls back to the library: a
+column whose logged type, character set or precision differs from the table's recorded schema (a row from before
+a DDL), and images without every column (binlog_row_image MINIMAL/NOBLOB, refused by the library path).
 
 Worked example: a table map of ``(id INT NOT NULL, name VARCHAR(20) utf8mb4)`` becomes::
 
@@ -68,14 +69,17 @@ from mysql_cdc.udtf.binlog.columns import (
     column_plan,
     decimal_size,
 )
+from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, old_size, old_value
 from mysql_cdc.udtf.convert import binlog_fixup, value_converter
 
 # what each column type (information_schema DATA_TYPE) is logged as; a type not here is left to the library
 _LOGGED: dict[str, set[int]] = {
     "tinyint": {F.TINY}, "smallint": {F.SHORT}, "mediumint": {F.INT24}, "int": {F.LONG}, "integer": {F.LONG},
     "bigint": {F.LONGLONG}, "float": {F.FLOAT}, "double": {F.DOUBLE}, "real": {F.DOUBLE},
-    "decimal": {F.NEWDECIMAL}, "numeric": {F.NEWDECIMAL}, "date": {F.DATE}, "datetime": {F.DATETIME2},
-    "timestamp": {F.TIMESTAMP2}, "time": {F.TIME2}, "year": {F.YEAR}, "bit": {F.BIT}, "enum": {F.ENUM},
+    "decimal": {F.NEWDECIMAL}, "numeric": {F.NEWDECIMAL}, "date": {F.DATE},
+    # DATETIME, TIME, TIMESTAMP: also in the old formats (a MariaDB table of before 10.1.2: oldtemporal.py)
+    "datetime": {F.DATETIME2, F.DATETIME}, "timestamp": {F.TIMESTAMP2, F.TIMESTAMP}, "time": {F.TIME2, F.TIME},
+    "year": {F.YEAR}, "bit": {F.BIT}, "enum": {F.ENUM},
     "set": {F.SET}, "json": {F.JSON, F.BLOB},
     "char": STRINGS, "varchar": STRINGS, "binary": STRINGS, "varbinary": STRINGS,
     **{t: {F.BLOB} for t in TEXT_TYPES - {"char", "varchar"}},
@@ -301,6 +305,12 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
         size = {F.DATETIME2: 5, F.TIMESTAMP2: 4, F.TIME2: 3}[t] + _fsp_bytes(tm.fsp)
         env[f"r{i}"] = {F.DATETIME2: datetime2, F.TIMESTAMP2: timestamp2, F.TIME2: time2}[t]
         lines = [f"{v} = r{i}(b[p:p + {size}], {int(tm.fsp)})", f"p += {size}"]
+    elif t in OLD_TYPES:  # the old formats: their size and scale from the column's precision
+        fsp = int(col.datetime_precision or 0)
+        env["old_value"] = old_value
+        lines = [f"{v} = old_value({int(t)}, b[p:p + {old_size(t, fsp)}], {fsp})", f"p += {old_size(t, fsp)}"]
+        if t == F.TIME:  # exact already: not the library's negative TIME with a fraction that the fix-up undoes
+            post = value_converter(col, tinyint1_as_boolean)
     elif t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
         size = (2 if tm.max_length > 255 else 1) if t in STRINGS else int(tm.length_size)
         length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
@@ -370,7 +380,7 @@ def compile_images(columns: Sequence[Any], schema: TableSchema, tinyint1_as_bool
             if keep is not None and i not in keep:
                 body.append(f"        v{i} = None")
                 body.append(f"        if not n & {1 << i}:")
-                body.extend("            " + line for line in _skip_lines(tm))
+                body.extend("            " + line for line in _skip_lines(tm, col))
                 continue
             body.append(f"        if n & {1 << i}:")
             body.append(f"            v{i} = None")
@@ -410,11 +420,11 @@ def python_column(i: int, tm: Any, col: ColumnInfo, tinyint1_as_boolean: bool = 
             "        if p < 0:", "            append(None)", "            continue",
             *("        " + line for line in lines), f"        append(v{i})", "    return out"]
     exec(compile("\n".join(body), f"<values of column {col.name!r}>", "exec"), env)  # integers and fixed names
-    return ColumnSpec("python", 0, arrow_type(spark_type(col, tinyint1_as_boolean)), skip=tuple(_skip_lines(tm)),
+    return ColumnSpec("python", 0, arrow_type(spark_type(col, tinyint1_as_boolean)), skip=tuple(_skip_lines(tm, col)),
                       read=env["read"])
 
 
-def _skip_lines(tm: Any) -> list[str]:
+def _skip_lines(tm: Any, col: ColumnInfo) -> list[str]:
     """Statements that move ``p`` past a column's value at offset ``p`` without reading it (the sizes
     :func:`_column_code` reads)."""
     t = tm.type
@@ -427,6 +437,8 @@ def _skip_lines(tm: Any) -> list[str]:
         return [f"p += {decimal_size(int(tm.precision), int(tm.decimals))}"]
     if t in (F.DATETIME2, F.TIMESTAMP2, F.TIME2):
         return [f"p += {({F.DATETIME2: 5, F.TIMESTAMP2: 4, F.TIME2: 3}[t] + _fsp_bytes(tm.fsp))}"]
+    if t in OLD_TYPES:
+        return [f"p += {old_size(t, int(col.datetime_precision or 0))}"]
     if t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
         size = (2 if tm.max_length > 255 else 1) if t in STRINGS else int(tm.length_size)
         length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
@@ -448,9 +460,9 @@ def compile_counter(columns: Sequence[Any], schema: TableSchema) -> Callable[[by
     n = len(columns)
     body = ["def count(b, p, end):", "    k = 0", "    while p < end:",
             f"        n = {bitmap_expr((n + 7) // 8)}", f"        p += {(n + 7) // 8}"]
-    for i, tm in enumerate(columns):
+    for i, (tm, col) in enumerate(zip(columns, schema.columns)):
         body.append(f"        if not n & {1 << i}:")
-        body.extend("            " + line for line in _skip_lines(tm))
+        body.extend("            " + line for line in _skip_lines(tm, col))
     body += ["        k += 1", "    if p != end:",
              "        raise ValueError(f'the images end at byte {p}, the event at {end}')", "    return k"]
     env: dict[str, Any] = {}
@@ -514,8 +526,9 @@ class RowDecoders:
     schemas. Images come as canonical row tuples in the schema's column order."""
 
     def __init__(self, schemas: Mapping[TableId, TableSchema], tinyint1_as_boolean: bool = False,
-                 before_keep: Mapping[TableId, Collection[int]] | None = None) -> None:
+                 before_keep: Mapping[TableId, Collection[int]] | None = None, planned: bool = True) -> None:
         self.schemas = dict(schemas)
+        self.planned = planned  # False (option row_decoder library): every event is the library's
         self.tinyint1_as_boolean = tinyint1_as_boolean
         # per table, the columns an update's before image keeps (option before_images key); others: all
         self.before_keep = dict(before_keep or {})
@@ -524,6 +537,7 @@ class RowDecoders:
         self._plans: dict[int, tuple[Any, ImageReader | None, ImageReader | None]] = {}
         self._counters: dict[int, tuple[Any, Callable[[bytes, int, int], int] | None]] = {}
         self._column_plans: dict[int, tuple[Any, ColumnPlan | None]] = {}
+        self._told: dict[int, Any] = {}  # table id -> the table map's columns for_library annotated
         self.planned_events = 0  # rows events decoded here
         self.library_events = 0  # rows events left to the library
         self.counted_events = 0  # rows events whose images were counted, not read (count)
@@ -534,16 +548,34 @@ class RowDecoders:
             return got[1], got[2]
         schema = self.schemas.get(TableId(ev.schema, ev.table))
         fast = exact = None
-        why = "no schema" if schema is None else misfit(ev.columns, schema)
+        # not planned (option row_decoder library): every event is the library's, by the user's choice
+        why = None if not self.planned else "no schema" if schema is None else misfit(ev.columns, schema)
         if why is not None:
             logging.getLogger("mysql_cdc").info("rows of %s.%s (table map %s) are decoded by python-mysql-"
                                                 "replication: %s", ev.schema, ev.table, ev.table_id, why)
-        elif schema is not None:
+        elif self.planned and schema is not None:
             fast = compile_images(ev.columns, schema, self.tinyint1_as_boolean)
             if fast is not None:
                 exact = compile_images(ev.columns, schema, self.tinyint1_as_boolean, fast_text=False)
         self._plans[ev.table_id] = (ev.columns, fast, exact)
         return fast, exact
+
+    def for_library(self, ev: Any) -> None:
+        """Tell python-mysql-replication, before it decodes ``ev``'s rows, the precision of each column the table
+        map logs in an old temporal format (the schema's column of its name: :mod:`.oldtemporal`), which it
+        reads by :func:`udtf.binlog.library.adapt_library`'s reader; a column the schema does not name keeps
+        the library's own reading (the classic formats)."""
+        if self._told.get(ev.table_id) is ev.columns:
+            return
+        self._told[ev.table_id] = ev.columns
+        schema = self.schemas.get(TableId(ev.schema, ev.table))
+        if schema is None:
+            return
+        by = {c.name: c for c in schema.columns}
+        for tm in ev.columns:
+            col = by.get(tm.name)
+            if tm.type in OLD_TYPES and col is not None and col.data_type in ("datetime", "time", "timestamp"):
+                tm.mysql_cdc_fsp = int(col.datetime_precision or 0)
 
     def count(self, ev: Any, where: str) -> int | None:
         """How many images a rows event holds (an update's two per row), read without decoding a value; ``None``

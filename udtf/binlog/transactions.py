@@ -395,6 +395,8 @@ class TransactionReader:
             images = None if self.decoders is None or partial else self.decoders.images(
                 event, where, update=isinstance(event, ev.update), columns=self.columns and not self.xa_open)
         if images is None:
+            if self.decoders is not None:
+                self.decoders.for_library(event)
             rows = list(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
             self.rows.extend(rows)
             self.count += len(rows)

@@ -190,8 +190,8 @@ class SnapshotReader:
         self.pinned = not schema.primary_key  # rows identified by all columns: read at one exact point
         self._convs = [(i, f) for i, c in enumerate(schema.columns)
                        if (f := value_converter(c, opts.tinyint1_as_boolean)) is not None]
-        self._decoders = RowDecoders({schema.table: schema}, opts.tinyint1_as_boolean) \
-            if opts.row_decoder == "planned" else None
+        self._decoders = RowDecoders({schema.table: schema}, opts.tinyint1_as_boolean,
+                                     planned=opts.row_decoder == "planned")
 
     # -- watermarks --
     def _binlog_end(self, conn: Any, kind: str) -> BinlogOffset:
