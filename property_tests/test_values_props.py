@@ -15,7 +15,6 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,7 +28,7 @@ from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.binlog.transactions import image_count, read_transactions
 from mysql_cdc.udtf.convert import inet6_text
 from tests.servers import ServerProcess
-from tests.test_values import read_by_every_path
+from tests.test_values import columns_match_rows, read_by_every_path
 
 UTC = dt.timezone.utc
 EXAMPLES = 200 if os.environ.get("MYSQL_CDC_HYPOTHESIS_PROFILE") == "long" else 20
@@ -258,43 +257,6 @@ COLUMN_TYPES: dict[str, tuple[str, Any]] = {
         2038, 1, 19, 3, 14, 7)).map(lambda d, q=10 ** (6 - p): str(d.replace(microsecond=d.microsecond // q * q)))
         | st.just("0000-00-00 00:00:00")) for p in range(7)},
 }
-
-
-def columns_match_rows(profile: ConnectionProfile, facts: Any, opts: Any, schema: Any, start: Any, end: Any,
-                       ops: list[str]) -> None:
-    """The column reader (Arrow columns of walked events, what the Spark surfaces take) gives the arrays the row
-    reader's values make, for each rows event of the range (``ops``: their kinds), with whole and key-only
-    before images, each event alone and all at once."""
-    from mysql_cdc.types import arrow_type, spark_type
-    from mysql_cdc.udtf.binlog.columns import ColumnImages, column_arrays
-
-    types = [arrow_type(spark_type(c)) for c in schema.columns]
-    for keep in (None, schema.positions(("id",))):
-        decoders = RowDecoders({schema.table: schema}, before_keep=None if keep is None else {schema.table: keep})
-        with claimed_id(profile, opts) as sid:
-            runs = [run for txn in read_transactions(
-                profile, sid, start, {schema.table}, flavor=facts.flavor, auto_position=False, end=end,
-                server_version=facts.version, decoders=decoders, runs=True, columns=True) for run in txn.rows]
-        assert [r.op for r in runs] == ops
-        assert all(isinstance(r.images, ColumnImages) for r in runs), [type(r.images) for r in runs]
-        for run in runs:
-            want = [pa.array(col, type=t) for col, t in zip(zip(*run.images.rows()), types)]  # type: ignore
-            got = column_arrays([run.images], types)
-            for c, w, g in zip(schema.column_names, want, got):
-                assert g.equals(w), f"{run.op} {c}: column reader {g.to_pylist()!r}, row reader {w.to_pylist()!r}"
-        if keep is None and "update" in ops:  # the envelope's key-only before images (Output), cut after the walk
-            key = frozenset(schema.positions(("id",)))
-            images = runs[ops.index("update")].images
-            cut = images.cut_before(key)  # type: ignore[attr-defined]
-            want_rows = [v if k % 2 else tuple(x if i in key else None for i, x in enumerate(v))
-                         for k, v in enumerate(images)]
-            assert cut.rows() == want_rows
-            assert all(g.equals(pa.array(col, type=t))
-                       for g, col, t in zip(column_arrays([cut], types), zip(*want_rows), types))
-        # many events read at once give the same as each read alone
-        together = column_arrays([r.images for r in runs], types)
-        alone = [pa.concat_arrays(a) for a in zip(*(column_arrays([r.images], types) for r in runs))]
-        assert all(t.equals(a) for t, a in zip(together, alone))
 
 
 @pytest.mark.timeout(900)

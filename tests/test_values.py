@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from mysql_cdc.errors import ChunkKeyError, MysqlCdcError, ServerSettingError, UnsupportedTypeError
@@ -23,7 +24,10 @@ from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.binlog.phase import BinlogPhase
+from mysql_cdc.udtf.binlog.rowimage import RowDecoders
+from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import ReadFrom, server_end
+from mysql_cdc.udtf.binlog.transactions import read_transactions
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import SnapshotReader
 from tests.helpers import insert_rows, purge_binlogs
@@ -107,13 +111,52 @@ def read_by_every_path(profile: ConnectionProfile, facts: Any, opts: Any, plan: 
     return out
 
 
+def columns_match_rows(profile: ConnectionProfile, facts: Any, opts: Any, schema: Any, start: Any, end: Any,
+                       ops: list[str] | None = None) -> None:
+    """The column reader (Arrow columns of walked events, what the Spark surfaces take) gives the arrays the row
+    reader's values make, for each rows event of the range (``ops``: their kinds, if given), with whole and key-only
+    before images, each event alone and all at once."""
+    from mysql_cdc.types import arrow_type, spark_type
+    from mysql_cdc.udtf.binlog.columns import ColumnImages, column_arrays
+
+    types = [arrow_type(spark_type(c)) for c in schema.columns]
+    for keep in (None, schema.positions(("id",))):
+        decoders = RowDecoders({schema.table: schema}, before_keep=None if keep is None else {schema.table: keep})
+        with claimed_id(profile, opts) as sid:
+            runs = [run for txn in read_transactions(
+                profile, sid, start, {schema.table}, flavor=facts.flavor, auto_position=False, end=end,
+                server_version=facts.version, decoders=decoders, runs=True, columns=True) for run in txn.rows]
+        assert ops is None or [r.op for r in runs] == ops
+        assert all(isinstance(r.images, ColumnImages) for r in runs), [type(r.images) for r in runs]
+        for run in runs:
+            want = [pa.array(col, type=t) for col, t in zip(zip(*run.images.rows()), types)]  # type: ignore
+            got = column_arrays([run.images], types)
+            for c, w, g in zip(schema.column_names, want, got):
+                assert g.equals(w), f"{run.op} {c}: column reader {g.to_pylist()!r}, row reader {w.to_pylist()!r}"
+        # the envelope's key-only before images (Output), cut after the walk
+        if keep is None and "update" in [r.op for r in runs]:
+            key = frozenset(schema.positions(("id",)))
+            images = next(r.images for r in runs if r.op == "update")
+            cut = images.cut_before(key)  # type: ignore[attr-defined]
+            want_rows = [v if k % 2 else tuple(x if i in key else None for i, x in enumerate(v))
+                         for k, v in enumerate(images)]
+            assert cut.rows() == want_rows
+            assert all(g.equals(pa.array(col, type=t))
+                       for g, col, t in zip(column_arrays([cut], types), zip(*want_rows), types))
+        # many events read at once give the same as each read alone
+        together = column_arrays([r.images for r in runs], types)
+        alone = [pa.concat_arrays(a) for a in zip(*(column_arrays([r.images], types) for r in runs))]
+        assert all(t.equals(a) for t, a in zip(together, alone))
+
+
 def capture_every_way(srv: ServerProcess, columns_sql: str, load: Callable[[Any], None], arrow: bool = False,
-                      **options: Any) -> tuple[tuple[str, ...], dict[int, tuple[Any, ...]]]:
+                      columns: bool = False, **options: Any) -> tuple[tuple[str, ...], dict[int, tuple[Any, ...]]]:
     """Create ``v.t`` (id BIGINT UNSIGNED key, ``columns_sql``, touch INT), run ``load`` (a cursor; session in
     UTC) twice around an UPDATE of touch and a DELETE of everything, then read the rows by both SELECT paths
     and the binlog's +I, -U, +U, -D images, assert that every way gives the same values and Python types (and
-    that the "arrow" path was connectorx's or, ``arrow`` false, mysqlclient's), and return the column names and
-    the rows by id (mysqlclient path)."""
+    that the "arrow" path was connectorx's or, ``arrow`` false, mysqlclient's), with ``columns`` that the column
+    reader gives the row reader's values (:func:`columns_match_rows`), and return the column names and the rows by
+    id (mysqlclient path)."""
     info = srv.info
     assert info is not None
     root = info.connect(root=True)
@@ -134,6 +177,8 @@ def capture_every_way(srv: ServerProcess, columns_sql: str, load: Callable[[Any]
     end = server_end(profile, facts)
     _, plans = plan_tables(profile, opts)
     images = read_by_every_path(profile, facts, opts, plans[0], start, end)
+    if columns:
+        columns_match_rows(profile, facts, opts, plans[0].schema, start, end)
     root.close()
     assert arrow == ("read by connectorx" in images), f"the Arrow path {'not ' if arrow else ''}taken"
 
@@ -336,8 +381,8 @@ def test_temporal_columns_in_mariadbs_old_formats(ny_server: ServerProcess) -> N
     """A MariaDB table of before 10.1.2 (here one made under ``mysql56_temporal_format=OFF``) keeps DATETIME,
     TIME and TIMESTAMP in the old formats, logged without their precision: each precision 0-6 gives the stored
     values by every path, as the new formats do (python-mysql-replication read MariaDB 5.3's DATETIME(2) as 8
-    bytes where it holds 6, and the binlog read stopped on the row; it read a negative TIME(0) as unsigned), and
-    a date Python has not is NULL."""
+    bytes where it holds 6, and the binlog read stopped on the row; it read a negative TIME(0) as unsigned), the
+    column reader of the Spark surfaces too, and a date Python has not is NULL."""
     temporal = {n: v for n, v in MORE.items() if n.startswith(("dt", "ts", "tm"))}
     root = ny_server.info.connect(root=True)  # type: ignore[union-attr]
     cur = root.cursor()
@@ -351,7 +396,8 @@ def test_temporal_columns_in_mariadbs_old_formats(ny_server: ServerProcess) -> N
 
     cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
     try:
-        names, rows = capture_every_way(ny_server, ", ".join(f"`{n}` {t[0]}" for n, t in temporal.items()), load)
+        names, rows = capture_every_way(ny_server, ", ".join(f"`{n}` {t[0]}" for n, t in temporal.items()), load,
+                                        columns=True)
         cur.execute("SHOW CREATE TABLE v.t")
         made = cur.fetchone()[1]
     finally:
