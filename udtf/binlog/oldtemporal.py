@@ -47,6 +47,21 @@ _TIME_ZERO = 3_020_400  # seconds: 838:59:59 and one, MariaDB's zero point of a 
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
+def kept_old(data_type: str, column_type: str) -> int | None:
+    """The old type a column of the schema is logged as, where information_schema says it is kept in an old
+    format (MariaDB's ``COLUMN_TYPE`` ends ``/* mariadb-5.3 */``, at precision 0 too); ``None`` for a column in
+    the new formats (DATETIME2, TIME2, TIMESTAMP2), or not temporal. A table map that logs a column otherwise
+    was written under another definition of the table (a row from before a DDL statement): the row readers
+    leave it to the library, whose reading is the classic one.
+
+    >>> kept_old("datetime", "datetime(6) /* mariadb-5.3 */") == DATETIME, kept_old("datetime", "datetime(6)")
+    (True, None)
+    """
+    if "mariadb-5.3" not in column_type.lower():
+        return None
+    return {"datetime": DATETIME, "time": TIME, "timestamp": TIMESTAMP}.get(data_type)
+
+
 def old_size(t: int, fsp: int) -> int:
     """Bytes of a value of type ``t`` (DATETIME, TIME, TIMESTAMP) of precision ``fsp`` in the old formats."""
     return _SIZES[t][fsp]

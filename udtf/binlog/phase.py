@@ -352,10 +352,12 @@ class BinlogPhase:
     def row_columns(self, start: ReadFrom, end: BinlogOffset) -> list[str] | None:
         """The columns (as the binlog's table map names them) of the first row of the tables changed after
         ``start`` up to ``end``; ``None`` when no row was."""
+        # the library's images (dicts by name), an old temporal format read as the schema has it (oldtemporal.py)
+        names = RowDecoders(self.schemas, self.opts.tinyint1_as_boolean, planned=False)
         with claimed_id(self.profile, self.opts) as sid:
             for txn in read_transactions(self.profile, sid, start.offset, set(self.schemas), **self._reading,
                                          auto_position=start.auto_position, end=end, skip_before=start.skip_before,
-                                         on_schema_change=lambda ch: None, xa_search=False):
+                                         on_schema_change=lambda ch: None, xa_search=False, decoders=names):
                 for item in txn.rows:
                     r = as_rows(item)[0]
                     return list(r.after if r.after is not None else r.before or {})

@@ -69,7 +69,7 @@ from mysql_cdc.udtf.binlog.columns import (
     column_plan,
     decimal_size,
 )
-from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, old_size, old_value
+from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, kept_old, old_size, old_value
 from mysql_cdc.udtf.convert import binlog_fixup, value_converter
 
 # what each column type (information_schema DATA_TYPE) is logged as; a type not here is left to the library
@@ -247,8 +247,9 @@ def _same_collation(logged: str | None, recorded: str | None) -> bool:
 
 def misfit(columns: Sequence[Any], schema: TableSchema) -> str | None:
     """Why a table map (python-mysql-replication's column descriptions) is not logged as ``schema``'s columns
-    are, so that its rows are left to the library (a row from before a DDL, a type logged in an old format);
-    ``None`` when it is."""
+    are, so that its rows are left to the library (a row from before a DDL: a DATETIME, TIME or TIMESTAMP logged
+    in an old format where the schema has it in the new one, or the other way round, see
+    :func:`.oldtemporal.kept_old`); ``None`` when it is."""
     if len(columns) != len(schema.columns):
         return f"{len(columns)} columns in the table map, {len(schema.columns)} in the schema"
     for tm, col in zip(columns, schema.columns):
@@ -257,6 +258,10 @@ def misfit(columns: Sequence[Any], schema: TableSchema) -> str | None:
             why = f"named {tm.name!r} in the table map"
         elif tm.type not in _LOGGED.get(col.data_type, ()):
             why = f"logged as type {tm.type}"
+        elif tm.type in OLD_TYPES and kept_old(col.data_type, col.column_type) != tm.type:
+            why = f"logged in an old format (type {tm.type}), recorded in the new one"
+        elif tm.type in (F.TIME2, F.DATETIME2, F.TIMESTAMP2) and kept_old(col.data_type, col.column_type):
+            why = "logged in the new format, recorded in an old one"
         elif tm.type == F.NEWDECIMAL and (tm.precision, tm.decimals) != (col.numeric_precision, col.numeric_scale):
             why = f"logged as DECIMAL({tm.precision},{tm.decimals})"
         elif tm.type in (F.TIME2, F.DATETIME2, F.TIMESTAMP2) and tm.fsp != (col.datetime_precision or 0):
@@ -562,9 +567,10 @@ class RowDecoders:
 
     def for_library(self, ev: Any) -> None:
         """Tell python-mysql-replication, before it decodes ``ev``'s rows, the precision of each column the table
-        map logs in an old temporal format (the schema's column of its name: :mod:`.oldtemporal`), which it
-        reads by :func:`udtf.binlog.library.adapt_library`'s reader; a column the schema does not name keeps
-        the library's own reading (the classic formats)."""
+        map logs in an old temporal format (the schema's column of its name, recorded in that format:
+        :mod:`.oldtemporal`), which it reads by :func:`udtf.binlog.library.adapt_library`'s reader; any other
+        (a row written under another definition of the table) is read in the classic format, precision 0, as
+        the library reads it but for a negative TIME, which it read unsigned."""
         if self._told.get(ev.table_id) is ev.columns:
             return
         self._told[ev.table_id] = ev.columns
@@ -574,8 +580,9 @@ class RowDecoders:
         by = {c.name: c for c in schema.columns}
         for tm in ev.columns:
             col = by.get(tm.name)
-            if tm.type in OLD_TYPES and col is not None and col.data_type in ("datetime", "time", "timestamp"):
-                tm.mysql_cdc_fsp = int(col.datetime_precision or 0)
+            if tm.type in OLD_TYPES:  # else the classic format: the library's reading but for a negative TIME
+                kept = col is not None and kept_old(col.data_type, col.column_type) == tm.type
+                tm.mysql_cdc_fsp = int(col.datetime_precision or 0) if col is not None and kept else 0
 
     def count(self, ev: Any, where: str) -> int | None:
         """How many images a rows event holds (an update's two per row), read without decoding a value; ``None``

@@ -42,6 +42,7 @@ from mysql_cdc.options import CdcOptions
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.schema import TableSchema
 from mysql_cdc.sql import chunk_where
+from mysql_cdc.udtf.binlog.rowimage import RowDecoders
 from mysql_cdc.udtf.binlog.server_ids import claimed_id
 from mysql_cdc.udtf.binlog.startup import server_end
 from mysql_cdc.udtf.binlog.transactions import canonical_image, position_window_done, read_row_changes
@@ -61,9 +62,11 @@ def keys_changed(profile: ConnectionProfile, opts: CdcOptions, facts: ServerFact
     at = schema.positions(tuple(key) or schema.primary_key)
     keys: set[tuple[Any, ...]] = set()
     target = end.position_key()
+    # the capture's row readers (an old temporal format is read with the schema's precision: oldtemporal.py)
+    decoders = RowDecoders({schema.table: schema}, b1, planned=opts.row_decoder == "planned")
     with claimed_id(profile, opts) as sid:
         for r in read_row_changes(profile, sid, start, {schema.table}, flavor=facts.flavor, use_gtid=False,
-                                  done=position_window_done(end), server_version=facts.version,
+                                  done=position_window_done(end), server_version=facts.version, decoders=decoders,
                                   allow_statement_writes=opts.allow_statement_writes,
                                   claim=lambda: claimed_id(profile, opts)):
             if BinlogOffset(r.file, r.pos).position_key() > target:

@@ -385,6 +385,8 @@ class TransactionReader:
             self.described.add(event.table_id)
         ev = _events()
         partial = isinstance(event, ev.partial)
+        if self.decoders is not None:  # before the library decodes any row (refuse_partial_json does)
+            self.decoders.for_library(event)
         if partial:
             refuse_partial_json(event.rows, where)
         start = pos - int(event.packet.event_size)
@@ -395,8 +397,6 @@ class TransactionReader:
             images = None if self.decoders is None or partial else self.decoders.images(
                 event, where, update=isinstance(event, ev.update), columns=self.columns and not self.xa_open)
         if images is None:
-            if self.decoders is not None:
-                self.decoders.for_library(event)
             rows = list(_library_rows(event, where, self.file, pos, self.gtid, self.ts, start))
             self.rows.extend(rows)
             self.count += len(rows)
