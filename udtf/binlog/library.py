@@ -117,31 +117,56 @@ def _or_none(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return read_or_none
 
 
-def _old_temporal(read: Callable[..., Any]) -> Callable[..., Any]:
-    """The library's reader of one value, reading a column the table map logs in an old temporal format with
-    the precision :meth:`udtf.binlog.rowimage.RowDecoders.for_library` gave it (``mysql_cdc_fsp``) as
-    :mod:`udtf.binlog.oldtemporal` says: the library read MariaDB 5.3's DATETIME(2) as 8 bytes where it holds 6,
-    and a negative classic TIME as unsigned. A negative TIME with a fraction comes as the library gives a TIME2
-    (:func:`udtf.convert.negative_time_fix`, which the fix-up undoes)."""
+def _old_and_compressed(read: Callable[..., Any]) -> Callable[..., Any]:
+    """The library's reader of one value, reading two kinds of columns it misread:
+
+    - a column the table map logs in an old temporal format, with the precision
+      :meth:`udtf.binlog.rowimage.RowDecoders.for_library` gave it (``mysql_cdc_fsp``), as
+      :mod:`udtf.binlog.oldtemporal` says: the library read MariaDB 5.3's DATETIME(2) as 8 bytes where it holds 6,
+      and a negative classic TIME as unsigned. A negative TIME with a fraction comes as the library gives a TIME2
+      (:func:`udtf.convert.negative_time_fix`, which the fix-up undoes);
+    - MariaDB's compressed VARCHAR and BLOB (:mod:`udtf.binlog.compressed`), which it did not know: their stored
+      bytes inflated, as the library's strings come (:func:`_stored_bytes`)."""
     from pymysqlreplication.bitmap import BitGet
 
+    from mysql_cdc.udtf.binlog.compressed import COMPRESSED_TYPES, VARCHAR_COMPRESSED, inflated
     from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, TIME, old_size, old_value
     from mysql_cdc.udtf.convert import negative_time_fix
 
     @functools.wraps(read)
     def read_values_name(self: Any, column: Any, null_bitmap: Any, null_bitmap_index: int, is_partial: bool,
                          cols_bitmap: Any, unsigned: bool, i: int) -> Any:
-        fsp = getattr(column, "mysql_cdc_fsp", None)
-        if fsp is None or column.type not in OLD_TYPES or BitGet(cols_bitmap, i) == 0 or self._is_null(
-                null_bitmap, null_bitmap_index):
+        fsp: int | None = getattr(column, "mysql_cdc_fsp", None)
+        ours = column.type in COMPRESSED_TYPES or (fsp is not None and column.type in OLD_TYPES)
+        if not ours or BitGet(cols_bitmap, i) == 0 or self._is_null(null_bitmap, null_bitmap_index):
             return read(self, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i)
+        if column.type in COMPRESSED_TYPES:
+            size = (2 if column.max_length > 255 else 1) if column.type == VARCHAR_COMPRESSED else column.length_size
+            return inflated(bytes(self.packet.read_length_coded_pascal_string(size)))
+        fsp = fsp or 0
         v = old_value(column.type, bytes(self.packet.read(old_size(column.type, fsp))), fsp)
         return negative_time_fix(v) if column.type == TIME and fsp else v
     return read_values_name
 
 
+def _compressed_metadata(parse: Callable[..., Any]) -> Callable[..., Any]:
+    """The library's parsing of a table map's column, reading the metadata of MariaDB's compressed VARCHAR (a
+    VARCHAR's: the maximum length, 2 bytes) and BLOB (a BLOB's: the size of its length, 1 byte), which it did not
+    know: it read none, and took the next columns' metadata from the wrong bytes."""
+    from mysql_cdc.udtf.binlog.compressed import BLOB_COMPRESSED, VARCHAR_COMPRESSED
+
+    @functools.wraps(parse)
+    def parse_column_definition(self: Any, column_type: int, packet: Any) -> None:
+        parse(self, column_type, packet)
+        if column_type == VARCHAR_COMPRESSED:
+            self.max_length = int.from_bytes(packet.read(2), "little")
+        elif column_type == BLOB_COMPRESSED:
+            self.length_size = packet.read_uint8()
+    return parse_column_definition
+
+
 def adapt_library() -> None:
-    """Seven changes to python-mysql-replication's decoding (process-wide; this package is its only user in
+    """Eight changes to python-mysql-replication's decoding (process-wide; this package is its only user in
     a Spark worker), so that :mod:`udtf.convert` decodes from the stored bytes with the column's definition,
     and more lost connections read on after a reconnect:
 
@@ -161,10 +186,13 @@ def adapt_library() -> None:
       comes as None (:func:`_or_none`), as its zero dates do and as a SELECT gives it: the library raised
       ValueError, which stopped the read;
     - DATETIME, TIME and TIMESTAMP in the old formats are read with their column's precision
-      (:func:`_old_temporal`): MariaDB 5.3's DATETIME(2) misread the rest of its row, a classic negative TIME came
-      out as a large positive one.
+      (:func:`_old_and_compressed`): MariaDB 5.3's DATETIME(2) misread the rest of its row, a classic negative
+      TIME came out as a large positive one;
+    - MariaDB's compressed columns are parsed in the table map and read inflated (:func:`_compressed_metadata`,
+      :func:`_old_and_compressed`): the library stopped on them ("Unknown MySQL column type: 141").
     """
     from pymysqlreplication import binlogstream, json_binary
+    from pymysqlreplication.column import Column
     from pymysqlreplication.event import QueryEvent
     from pymysqlreplication.exceptions import StatusVariableMismatch
     from pymysqlreplication.packet import BinLogPacketWrapper
@@ -212,7 +240,9 @@ def adapt_library() -> None:
     BinLogPacketWrapper.read_binary_json = read_binary_json
     for name in ("_RowsEvent__read_date", "_RowsEvent__read_datetime"):  # name-mangled methods
         setattr(RowsEvent, name, _or_none(getattr(RowsEvent, name)))
-    read_values = RowsEvent._RowsEvent__read_values_name  # a name-mangled method
-    setattr(RowsEvent, "_RowsEvent__read_values_name", _old_temporal(read_values))  # noqa: B010
+    read_values = RowsEvent._RowsEvent__read_values_name  # name-mangled methods
+    setattr(RowsEvent, "_RowsEvent__read_values_name", _old_and_compressed(read_values))  # noqa: B010
+    parse_column = Column._Column__parse_column_definition
+    setattr(Column, "_Column__parse_column_definition", _compressed_metadata(parse_column))  # noqa: B010
 
 

@@ -69,6 +69,7 @@ from mysql_cdc.udtf.binlog.columns import (
     column_plan,
     decimal_size,
 )
+from mysql_cdc.udtf.binlog.compressed import BLOB_COMPRESSED, COMPRESSED_TYPES, VARCHAR_COMPRESSED, inflated
 from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, kept_old, old_size, old_value
 from mysql_cdc.udtf.convert import binlog_fixup, value_converter
 
@@ -81,9 +82,11 @@ _LOGGED: dict[str, set[int]] = {
     "datetime": {F.DATETIME2, F.DATETIME}, "timestamp": {F.TIMESTAMP2, F.TIMESTAMP}, "time": {F.TIME2, F.TIME},
     "year": {F.YEAR}, "bit": {F.BIT}, "enum": {F.ENUM},
     "set": {F.SET}, "json": {F.JSON, F.BLOB},
-    "char": STRINGS, "varchar": STRINGS, "binary": STRINGS, "varbinary": STRINGS,
-    **{t: {F.BLOB} for t in TEXT_TYPES - {"char", "varchar"}},
-    **{t: {F.BLOB} for t in BLOB_TYPES - {"binary", "varbinary"}},
+    # VARCHAR, VARBINARY, TEXT and BLOB: also MariaDB's COMPRESSED columns (compressed.py)
+    "char": STRINGS, "varchar": STRINGS | {VARCHAR_COMPRESSED}, "binary": STRINGS,
+    "varbinary": STRINGS | {VARCHAR_COMPRESSED},
+    **{t: {F.BLOB, BLOB_COMPRESSED} for t in TEXT_TYPES - {"char", "varchar"}},
+    **{t: {F.BLOB, BLOB_COMPRESSED} for t in BLOB_TYPES - {"binary", "varbinary"}},
     **{t: {F.GEOMETRY} for t in GEO_TYPES}, **{t: STRINGS for t in MARIADB_TEXT},
 }
 _INTS = {F.TINY: (1, "b"), F.SHORT: (2, "h"), F.LONG: (4, "i"), F.LONGLONG: (8, "q"), F.FLOAT: (4, "f"),
@@ -327,6 +330,11 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
         if fast_text and codec is not None and spark_type(col, tinyint1_as_boolean) == "STRING":
             lines[2] = f"{v} = b[p:p + ln].decode({codec!r})"
             post = None
+    elif t in COMPRESSED_TYPES:  # a VARCHAR's length or a BLOB's, then the stored value to inflate
+        size = (2 if tm.max_length > 255 else 1) if t == VARCHAR_COMPRESSED else int(tm.length_size)
+        length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
+        env["inflated"] = inflated
+        lines = [f"ln = {length}", f"p += {size}", f"{v} = inflated(b[p:p + ln])", "p += ln"]
     elif t == F.ENUM:
         env[f"m{i}"] = list(tm.enum_values)
         index = "b[p]" if tm.size == 1 else "int.from_bytes(b[p:p + 2], 'little')"
@@ -444,8 +452,8 @@ def _skip_lines(tm: Any, col: ColumnInfo) -> list[str]:
         return [f"p += {({F.DATETIME2: 5, F.TIMESTAMP2: 4, F.TIME2: 3}[t] + _fsp_bytes(tm.fsp))}"]
     if t in OLD_TYPES:
         return [f"p += {old_size(t, int(col.datetime_precision or 0))}"]
-    if t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
-        size = (2 if tm.max_length > 255 else 1) if t in STRINGS else int(tm.length_size)
+    if t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON) or t in COMPRESSED_TYPES:
+        size = (2 if tm.max_length > 255 else 1) if t in STRINGS or t == VARCHAR_COMPRESSED else int(tm.length_size)
         length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
         return [f"p += {size} + {length}"]
     if t in (F.ENUM, F.SET):
