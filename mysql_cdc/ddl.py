@@ -151,20 +151,38 @@ _TRUNCATE = re.compile(_LEAD + r"TRUNCATE\b", re.IGNORECASE | re.DOTALL)
 _CREATE_OR_REPLACE = re.compile(_LEAD + r"CREATE\s+OR\s+REPLACE\s+(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
 
 
+# ALTER TABLE clauses that remove or bring rows with no row in the binlog: a partition truncated, dropped, exchanged
+# with a table, MariaDB's CONVERT PARTITION ... TO TABLE and CONVERT TABLE ... TO PARTITION, a tablespace discarded
+# or imported (of the table or of partitions); conservative: such words anywhere in the statement
+_ROWS_UNLOGGED = re.compile(r"\b(?:(?:TRUNCATE|DROP|EXCHANGE)\s+PARTITION|CONVERT\s+(?:PARTITION|TABLE)|"
+                            r"(?:DISCARD|IMPORT)\b.*?\bTABLESPACE)\b", re.IGNORECASE | re.DOTALL)
+
+
 def replacing_statement(statement: str, default_db: str) -> str | None:
     """What a DDL statement does to the tables it names when it is more than a change of their columns:
-    ``dropped``, ``truncated``, ``renamed`` (RENAME TABLE, ALTER TABLE ... RENAME TO) or ``replaced`` (CREATE OR
-    REPLACE); ``None`` for other statements (ALTER TABLE of columns, CREATE/DROP INDEX, ...).
+    ``dropped``, ``truncated``, ``renamed`` (RENAME TABLE, ALTER TABLE ... RENAME TO), ``replaced`` (CREATE OR
+    REPLACE), or rows changed without a row in the binlog (an ALTER TABLE of partitions or tablespaces: a
+    partition truncated, dropped, exchanged or converted, a tablespace discarded or imported; their mirror
+    would keep the rows, or lack them, for good); ``None`` for other statements (ALTER TABLE of columns,
+    CREATE/DROP INDEX, a partition added or reorganized, ...).
 
     >>> [replacing_statement(q, "d") for q in ("TRUNCATE t",
     ...                                        "RENAME TABLE a TO b", "ALTER TABLE a RENAME COLUMN x TO y",
     ...                                        "DROP INDEX i ON t", "DROP TABLE t", "CREATE INDEX i ON t (c)")]
     ['truncated', 'renamed', None, None, 'dropped', None]
+    >>> [replacing_statement(q, "d")[:12] for q in ("ALTER TABLE t DROP PARTITION p0",
+    ...     "alter table t truncate partition p1, p2", "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE u",
+    ...     "ALTER TABLE t IMPORT PARTITION p TABLESPACE", "ALTER TABLE t CONVERT PARTITION p TO TABLE u")]
+    ['changed rows', 'changed rows', 'changed rows', 'changed rows', 'changed rows']
+    >>> replacing_statement("ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (900))", "d")
     """
     if _DROP_TABLE.match(statement):
         return "dropped"
     if _TRUNCATE.match(statement):
         return "truncated"
+    if _ALTER_TABLE.match(statement) and _ROWS_UNLOGGED.search(statement):
+        return ("changed rows without logging them (a partition truncated, dropped, exchanged or converted, or a "
+                "tablespace discarded or imported)")
     if _RENAME_TABLE.match(statement) or (_ALTER_TABLE.match(statement) and created_tables(statement, default_db)):
         return "renamed"
     if _CREATE_OR_REPLACE.match(statement):
