@@ -173,8 +173,9 @@ def cmd_tables(ns: argparse.Namespace) -> int:
     conn = connect(profile)
     try:
         cur = conn.cursor()
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
-                    "AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s) ORDER BY 1, 2", SYSTEM_SCHEMAS)
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE IN "
+                    "('BASE TABLE', 'SYSTEM VERSIONED') AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s) ORDER BY 1, 2",
+                    SYSTEM_SCHEMAS)
         seen = [TableId(str(d), str(t)) for d, t in cur.fetchall()]
     finally:
         conn.close()

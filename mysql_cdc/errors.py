@@ -41,6 +41,11 @@ class TableError(MysqlCdcError):
     """A table pattern matched nothing, or a table cannot be captured as it is defined."""
 
 
+class NoTableMatchedError(TableError):
+    """The table patterns matched no table the capture user can see (a running capture of many tables may be in
+    that state: its tables were dropped)."""
+
+
 class ChunkKeyError(TableError):
     """A table has no usable chunk key (no primary key and no valid configured chunk key)."""
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pymysql
 
-from mysql_cdc.errors import ChunkKeyError, PrivilegeError, TableError
+from mysql_cdc.errors import ChunkKeyError, NoTableMatchedError, PrivilegeError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.schema import ColumnInfo, TableSchema
 from mysql_cdc.types import check_columns
@@ -31,9 +31,10 @@ def match_tables(conn: Any, patterns: Sequence[str], exclude: Sequence[str] = ()
         raise TableError(versioned_refusal(versioned))
     out = sorted(t for t, _ in rows if table_matches(t, patterns, exclude))
     if not out:
-        raise TableError(f"the table pattern(s) {', '.join(map(repr, patterns))} match no table the capture user "
-                         "can see; patterns are regular expressions over 'db.table' (e.g. 'shop\\.orders' or "
-                         "'shop\\..*'), and the user needs SELECT on the tables")
+        raise NoTableMatchedError(
+            f"the table pattern(s) {', '.join(map(repr, patterns))} match no table the capture user can see; "
+            "patterns are regular expressions over 'db.table' (e.g. 'shop\\.orders' or 'shop\\..*'), and the "
+            "user needs SELECT on the tables")
     return out
 
 
@@ -49,8 +50,8 @@ def versioned_refusal(tables: Sequence[TableId]) -> str:
     return (f"{names} {'is' if len(tables) == 1 else 'are'} system-versioned (WITH SYSTEM VERSIONING): the binlog "
             "logs a DELETE of such a table as an UPDATE of its rows' hidden end of validity, and an UPDATE with an "
             "INSERT of the row's history, which this capture does not read (its mirror would keep deleted rows); "
-            f"leave {'it' if len(tables) == 1 else 'them'} out (exclude => {leave!r}), or drop the versioning "
-            "(ALTER TABLE ... DROP SYSTEM VERSIONING)")
+            f"leave {'it' if len(tables) == 1 else 'them'} out (add the pattern(s) {leave} to option exclude, "
+            "--exclude in the CLI), or drop the versioning (ALTER TABLE ... DROP SYSTEM VERSIONING)")
 
 
 def table_matches(table: TableId, patterns: Sequence[str], exclude: Sequence[str] = ()) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from mysql_cdc.chunks import Chunk, Key, after
 from mysql_cdc.connect import ServerFacts, connect, registered_replica_ids, server_facts, unlisted_replicas
-from mysql_cdc.errors import ChunkKeyError, TableError
+from mysql_cdc.errors import ChunkKeyError, NoTableMatchedError, TableError
 from mysql_cdc.ids import TableId
 from mysql_cdc.keyorder import KeyOrder, check_chunk_key
 from mysql_cdc.keyrange import KeyRange
@@ -98,7 +98,7 @@ def describe_tables(profile: ConnectionProfile, opts: CdcOptions, tables: list[s
         else:
             try:
                 ids = match_tables(conn, opts.table_patterns, opts.exclude_patterns)
-            except TableError:
+            except NoTableMatchedError:  # not a table the patterns match but cannot capture: that one stops
                 if not allow_none:
                     raise
                 ids = []

@@ -446,26 +446,28 @@ def test_mariadbs_compressed_columns(ny_server: ServerProcess) -> None:
     """MariaDB's COMPRESSED VARCHAR, VARBINARY, TEXT and BLOB columns are logged as types of their own with their
     values compressed (the binlog read stopped on them: "Unknown MySQL column type: 141"): every path gives the
     stored values, whether the server compressed a value (raw deflate, or zlib's format under
-    ``column_compression_zlib_wrap``) or kept it as it was (a short one), in a 1- or 2-byte length."""
+    ``column_compression_zlib_wrap``) or kept it as it was (a short one), in a 1- or 2-byte length; the planned
+    reader reads every event (a plain string column after compressed ones kept its own collation)."""
     long_text = "Grüße, 世界 " * 40
 
     def load(c: Any) -> None:
-        rows = [(1, long_text, b"\x00\xff" * 300, "Ärger" * 3, long_text.encode(), "Ä" * 500, long_text * 3),
-                (2, "é", b"\x00", "a", b"", "", "x"),
-                (3, "", b"", "", b"\x01" * 100, None, "")]
-        insert_rows(c.connection, "t", ["id", "v", "vb", "s", "b", "tx", "mt"], rows[:2])
+        rows = [(1, long_text, b"\x00\xff" * 300, "Ärger" * 3, long_text.encode(), "Ä" * 500, long_text * 3, "Öl"),
+                (2, "é", b"\x00", "a", b"", "", "x", ""),
+                (3, "", b"", "", b"\x01" * 100, None, "", None)]
+        names = ["id", "v", "vb", "s", "b", "tx", "mt", "plain"]
+        insert_rows(c.connection, "t", names, rows[:2])
         c.execute("SET SESSION column_compression_zlib_wrap = ON")
-        insert_rows(c.connection, "t", ["id", "v", "vb", "s", "b", "tx", "mt"], [rows[2], (4, *rows[0][1:])])
+        insert_rows(c.connection, "t", names, [rows[2], (4, *rows[0][1:])])
         c.execute("SET SESSION column_compression_zlib_wrap = DEFAULT")
 
     names, rows = capture_every_way(
         ny_server, "v VARCHAR(1000) COMPRESSED, vb VARBINARY(700) COMPRESSED, "
         "s VARCHAR(20) CHARACTER SET latin1 COMPRESSED, b BLOB COMPRESSED, tx TEXT CHARACTER SET latin1 COMPRESSED, "
-        "mt MEDIUMTEXT COMPRESSED", load, arrow=True, columns=True)
+        "mt MEDIUMTEXT COMPRESSED, plain VARCHAR(20) CHARACTER SET latin1", load, arrow=True, columns=True)
     col = {n: i for i, n in enumerate(names)}
     for i in (1, 4):
-        assert [rows[i][col[n]] for n in ("v", "vb", "s", "b", "tx", "mt")] == [
-            long_text, b"\x00\xff" * 300, "Ärger" * 3, long_text.encode(), "Ä" * 500, long_text * 3]
+        assert [rows[i][col[n]] for n in ("v", "vb", "s", "b", "tx", "mt", "plain")] == [
+            long_text, b"\x00\xff" * 300, "Ärger" * 3, long_text.encode(), "Ä" * 500, long_text * 3, "Öl"]
     assert [rows[2][col[n]] for n in ("v", "vb", "s", "b", "tx")] == ["é", b"\x00", "a", b"", ""]
     assert rows[3][col["tx"]] is None and rows[3][col["b"]] == b"\x01" * 100
 

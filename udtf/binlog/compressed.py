@@ -20,31 +20,46 @@ from __future__ import annotations
 
 import zlib
 
-from mysql_cdc.errors import BinlogError
-
 BLOB_COMPRESSED = 140
 VARCHAR_COMPRESSED = 141
 COMPRESSED_TYPES = frozenset({VARCHAR_COMPRESSED, BLOB_COMPRESSED})
 
 
 def inflated(stored: bytes) -> bytes:
-    """The value a compressed column stores as ``stored``. Raises :class:`BinlogError` for a method other than
-    none and zlib, or a length other than the header's."""
+    """The value a compressed column stores as ``stored``. Raises ValueError (which the row readers report with
+    the event and the table) for a method other than none and zlib, a value cut short, a stream that does not end
+    where the header's length does, or one zlib refuses.
+
+    >>> z = zlib.compressobj(6, zlib.DEFLATED, -15)
+    >>> whole = bytes([0x89, 9]) + z.compress(b"abcabcabc") + z.flush()
+    >>> for bad in (whole[:-1], b"\\x89", bytes([0x89, 8]) + whole[2:], b"\\x50ab"):
+    ...     try:
+    ...         inflated(bad)
+    ...     except ValueError as e:
+    ...         print(str(e)[:60])
+    a compressed value's stream does not end after its 9 bytes
+    a compressed value is cut short: its header says 1 length by
+    a compressed value's stream does not end after its 8 bytes
+    a compressed value has method 5 (header 0x50), which this re
+    """
     if not stored:
         return b""
     head = stored[0]
     if head >> 4 == 0:
         return bytes(stored[1:])
     if head >> 4 != 8:
-        raise BinlogError(f"a compressed column's value has method {head >> 4} (header {head:#04x}), which this "
-                          "reader does not know (MariaDB has none and zlib, 0 and 8): report it with the server's "
-                          "version")
+        raise ValueError(f"a compressed value has method {head >> 4} (header {head:#04x}), which this reader does "
+                         "not know (MariaDB's are 0, none, and 8, zlib): report it with the server's version")
     n = head & 7
+    if len(stored) < 1 + n:
+        raise ValueError(f"a compressed value is cut short: its header says {n} length bytes, {len(stored) - 1} "
+                         "follow")
     length = int.from_bytes(stored[1:1 + n], "big")
+    d = zlib.decompressobj(-zlib.MAX_WBITS if head & 8 else zlib.MAX_WBITS)
     try:
-        out = zlib.decompressobj(-zlib.MAX_WBITS if head & 8 else zlib.MAX_WBITS).decompress(stored[1 + n:])
+        out = d.decompress(memoryview(stored)[1 + n:], length + 1)  # at most one byte more than it says
     except zlib.error as e:
-        raise BinlogError(f"a compressed column's value could not be inflated ({e})") from e
-    if len(out) != length:
-        raise BinlogError(f"a compressed column's value inflated to {len(out)} bytes, its header says {length}")
+        raise ValueError(f"a compressed value could not be inflated ({e})") from e
+    if not d.eof or len(out) != length:
+        raise ValueError(f"a compressed value's stream does not end after its {length} bytes")
     return out

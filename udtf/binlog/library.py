@@ -5,12 +5,14 @@ images it would decode wrongly, refused with the setting to fix."""
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from mysql_cdc.errors import ServerSettingError
+from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.jsontext import JSON_NULL, JsonOpaque
 from mysql_cdc.types import FieldType
+from mysql_cdc.udtf.binlog.compressed import COMPRESSED_TYPES
 from mysql_cdc.udtf.convert import MemberIndex
 
 
@@ -36,8 +38,9 @@ def library_image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any
     return {**values, **{k: frozenset() for k in empty}}
 
 
-# the types that have a character set in FULL metadata
-_STRING_TYPES = (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING, FieldType.BLOB)
+# the types that have a character set in FULL metadata (MariaDB's compressed VARCHAR and BLOB too)
+_STRING_TYPES = (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING, FieldType.BLOB, *COMPRESSED_TYPES)
+_ADAPTING = threading.Lock()  # adapt_library's changes are made once, by one thread
 
 
 def check_described(columns: list[Any], where: str) -> None:
@@ -142,7 +145,12 @@ def _old_and_compressed(read: Callable[..., Any]) -> Callable[..., Any]:
             return read(self, column, null_bitmap, null_bitmap_index, is_partial, cols_bitmap, unsigned, i)
         if column.type in COMPRESSED_TYPES:
             size = (2 if column.max_length > 255 else 1) if column.type == VARCHAR_COMPRESSED else column.length_size
-            return inflated(bytes(self.packet.read_length_coded_pascal_string(size)))
+            try:
+                return inflated(bytes(self.packet.read_length_coded_pascal_string(size)))
+            except ValueError as e:
+                raise BinlogError(f"a rows event of {self.schema}.{self.table} could not be decoded (column "
+                                  f"{column.name!r}: {e}); a binlog this reader misreads is a bug: report it with "
+                                  "the table's definition") from e
         fsp = fsp or 0
         v = old_value(column.type, bytes(self.packet.read(old_size(column.type, fsp))), fsp)
         return negative_time_fix(v) if column.type == TIME and fsp else v
@@ -191,6 +199,11 @@ def adapt_library() -> None:
     - MariaDB's compressed columns are parsed in the table map and read inflated (:func:`_compressed_metadata`,
       :func:`_old_and_compressed`): the library stopped on them ("Unknown MySQL column type: 141").
     """
+    with _ADAPTING:  # by one thread at a time: the table map's parsing must not be wrapped twice
+        _adapt()
+
+
+def _adapt() -> None:
     from pymysqlreplication import binlogstream, json_binary
     from pymysqlreplication.column import Column
     from pymysqlreplication.event import QueryEvent
@@ -244,5 +257,13 @@ def adapt_library() -> None:
     setattr(RowsEvent, "_RowsEvent__read_values_name", _old_and_compressed(read_values))  # noqa: B010
     parse_column = Column._Column__parse_column_definition
     setattr(Column, "_Column__parse_column_definition", _compressed_metadata(parse_column))  # noqa: B010
+    # a compressed column has a character set in FULL metadata (MariaDB gives one to every column that has one):
+    # not counted, the next string columns took their neighbours' collations
+    is_character = TableMapEvent._is_character_column
+
+    def is_character_column(column_type: int, dbms: str = "mysql") -> bool:
+        return column_type in COMPRESSED_TYPES or bool(is_character(column_type, dbms=dbms))
+
+    TableMapEvent._is_character_column = staticmethod(is_character_column)
 
 

@@ -248,6 +248,12 @@ def _same_collation(logged: str | None, recorded: str | None) -> bool:
     return logged.replace("utf8_", "utf8mb3_", 1) == recorded.replace("utf8_", "utf8mb3_", 1)
 
 
+def _collated(t: int, col: ColumnInfo) -> bool:
+    """Whether a column logged as type ``t`` has its collation in the table map: strings (MariaDB's compressed
+    VARCHAR too), and TEXT (a BLOB type: a BLOB's is binary, no collation recorded)."""
+    return t in STRINGS or t == VARCHAR_COMPRESSED or (t in (F.BLOB, BLOB_COMPRESSED) and col.data_type in TEXT_TYPES)
+
+
 def misfit(columns: Sequence[Any], schema: TableSchema) -> str | None:
     """Why a table map (python-mysql-replication's column descriptions) is not logged as ``schema``'s columns
     are, so that its rows are left to the library (a row from before a DDL: a DATETIME, TIME or TIMESTAMP logged
@@ -273,8 +279,7 @@ def misfit(columns: Sequence[Any], schema: TableSchema) -> str | None:
             why = f"logged {'un' if not tm.unsigned else ''}signed"
         elif tm.type in (F.ENUM, F.SET) and (tm.enum_values if tm.type == F.ENUM else tm.set_values) is None:
             why = "logged without its members"
-        elif (tm.type in STRINGS or (tm.type == F.BLOB and col.data_type in TEXT_TYPES)) and not _same_collation(
-                getattr(tm, "collation_name", None), col.collation):
+        elif _collated(tm.type, col) and not _same_collation(getattr(tm, "collation_name", None), col.collation):
             why = f"logged with collation {getattr(tm, 'collation_name', None)!r}"
         if why is not None:
             return f"column {col.name!r} ({col.column_type}) is {why}"
