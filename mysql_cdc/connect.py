@@ -6,7 +6,8 @@ starts with :data:`SESSION_INIT`: ``time_zone = '+00:00'``, so TIMESTAMP values 
 whatever the server's zone, and ``sql_mode = ''``, so our SQL and the values it reads mean the same whatever the
 server's global mode: not a CHAR padded to its length (PAD_CHAR_TO_FULL_LENGTH), not MariaDB's ORACLE (whose
 CONCAT skips a NULL, and whose column types read ``blob(65535)``), not NO_BACKSLASH_ESCAPES or ANSI_QUOTES under
-the drivers' quoting. The capture never writes to the source, so no strictness is lost.
+the drivers' quoting. The capture never writes to the source, so no strictness is lost. On MySQL the metadata
+sessions (pymysql's) also show a generated invisible primary key (:data:`SHOW_GIPK`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.retry import keep_trying
 
 SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = ''"
+# MySQL 8.0.30 and later: a table made under sql_generate_invisible_primary_key has a primary key my_row_id that
+# information_schema hides where show_gipk_in_create_table_and_information_schema is OFF (a global a DBA may set),
+# while the binlog's rows hold it: a table was planned without its key and its first change stopped the read
+SHOW_GIPK = "SET SESSION show_gipk_in_create_table_and_information_schema = ON"
+
+
+def shows_gipk(server_version: str) -> bool:
+    """Whether a server (its version text, as the login gives it) has :data:`SHOW_GIPK`'s setting: MySQL from
+    8.0.30 on, not MariaDB.
+
+    >>> shows_gipk("9.7.0"), shows_gipk("8.0.29-log"), shows_gipk("10.11.19-MariaDB-log"), shows_gipk("8.0.30")
+    (True, False, False, True)
+    """
+    if "mariadb" in server_version.lower():
+        return False
+    numbers = [int(x) for x in server_version.split("-")[0].split(".")[:3] if x.isdigit()]
+    return tuple(numbers) >= (8, 0, 30)
 
 
 def _describe(p: ConnectionProfile) -> str:
@@ -171,6 +189,8 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
             raise connect_error(p, e) from None
 
     conn = keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
+    if shows_gipk(str(conn.get_server_info())):
+        conn.query(SHOW_GIPK)  # the schema's reads see a generated invisible primary key
     conn._read_timeout = read_timeout
     conn._write_timeout = read_timeout
     return conn

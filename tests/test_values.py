@@ -472,6 +472,42 @@ def test_mariadbs_compressed_columns(ny_server: ServerProcess) -> None:
     assert rows[3][col["tx"]] is None and rows[3][col["b"]] == b"\x01" * 100
 
 
+@pytest.mark.parametrize("ny_server", ["mysql"], indirect=True)  # MySQL 8.0.30's
+def test_a_generated_invisible_primary_key_hidden_from_information_schema_is_the_key(ny_server: ServerProcess
+                                                                                      ) -> None:
+    """A table made under sql_generate_invisible_primary_key has a primary key my_row_id, which
+    information_schema hides where show_gipk_in_create_table_and_information_schema is OFF (a global): the
+    capture planned such a table without a key, and its first change stopped the read (the binlog's rows hold
+    the column). Every session of the capture shows it: the key, and every path, with its values."""
+    info = ny_server.info
+    assert info is not None
+    root = info.connect(root=True)
+    cur = root.cursor()
+    cur.execute("CREATE DATABASE IF NOT EXISTS gipk")
+    cur.execute("DROP TABLE IF EXISTS gipk.t")
+    cur.execute("SET SESSION sql_generate_invisible_primary_key = ON")
+    cur.execute("CREATE TABLE gipk.t (v VARCHAR(10), w INT)")
+    cur.execute("SET GLOBAL show_gipk_in_create_table_and_information_schema = OFF")
+    try:
+        profile = ConnectionProfile(info.host, info.port, info.user, info.password, connect_timeout=5)
+        opts = parse_options({"tables": "gipk\\.t", "chunk_size": 100})
+        facts, _ = plan_tables(profile, opts)
+        start = server_end(profile, facts)
+        cur.executemany("INSERT INTO gipk.t (v, w) VALUES (%s, %s)", [("a", 1), ("b", None)])
+        cur.execute("UPDATE gipk.t SET w = 5 WHERE v = 'a'")
+        end = server_end(profile, facts)
+        _, plans = plan_tables(profile, opts)
+        images = read_by_every_path(profile, facts, opts, plans[0], start, end)
+    finally:
+        cur.execute("SET GLOBAL show_gipk_in_create_table_and_information_schema = ON")
+        root.close()
+    schema = plans[0].schema
+    assert schema.primary_key == ("my_row_id",) and schema.column_names == ("my_row_id", "v", "w")
+    assert images["mysqlclient"] == {1: (Decimal(1), "a", 5), 2: (Decimal(2), "b", None)}
+    assert images["+U"] == images["library +U"] == {1: (Decimal(1), "a", 5)}
+    assert images["+I"] == images["library +I"] == {1: (Decimal(1), "a", 1), 2: (Decimal(2), "b", None)}
+
+
 def _plan_error(profile: ConnectionProfile, db: str, table: str) -> Exception:
     with pytest.raises(MysqlCdcError) as caught:
         plan_tables(profile, parse_options({"tables": f"{re.escape(db)}\\.{table}"}))
