@@ -6,8 +6,9 @@ starts with :data:`SESSION_INIT`: ``time_zone = '+00:00'``, so TIMESTAMP values 
 whatever the server's zone, and ``sql_mode = ''``, so our SQL and the values it reads mean the same whatever the
 server's global mode: not a CHAR padded to its length (PAD_CHAR_TO_FULL_LENGTH), not MariaDB's ORACLE (whose
 CONCAT skips a NULL, and whose column types read ``blob(65535)``), not NO_BACKSLASH_ESCAPES or ANSI_QUOTES under
-the drivers' quoting. The capture never writes to the source, so no strictness is lost. On MySQL the metadata
-sessions (pymysql's) also show a generated invisible primary key (:data:`SHOW_GIPK`).
+the drivers' quoting. The capture never writes to the source, so no strictness is lost. Each session reads at
+REPEATABLE READ (:data:`READ_VIEWS`), and on MySQL the metadata sessions (pymysql's) also show a generated
+invisible primary key (:data:`SHOW_GIPK`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.retry import keep_trying
 
 SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = ''"
+# every reading session at REPEATABLE READ, whatever the server's global level: START TRANSACTION WITH CONSISTENT
+# SNAPSHOT opens its read view there only at this level (under READ COMMITTED the view came with the SELECT, after
+# the binlog point MariaDB's snapshot watermark and a pinned read record, so a write between them was in the chunk
+# and emitted again by the binlog); SERIALIZABLE made the chunks' SELECTs take shared locks on their rows
+READ_VIEWS = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 # MySQL 8.0.30 and later: a table made under sql_generate_invisible_primary_key has a primary key my_row_id that
 # information_schema hides where show_gipk_in_create_table_and_information_schema is OFF (a global a DBA may set),
 # while the binlog's rows hold it: a table was planned without its key and its first change stopped the read
@@ -189,6 +195,7 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
             raise connect_error(p, e) from None
 
     conn = keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
+    conn.query(READ_VIEWS)
     if shows_gipk(str(conn.get_server_info())):
         conn.query(SHOW_GIPK)  # the schema's reads see a generated invisible primary key
     conn._read_timeout = read_timeout
@@ -248,6 +255,7 @@ def connect_fast(p: ConnectionProfile) -> Any:
     conn = keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
     if conn is None:
         return connect(p)
+    conn.query(READ_VIEWS)
     if p.ssl_mode == "required":
         # MariaDB Connector/C connected in plain text to a server without TLS despite ssl_mode=REQUIRED (measured):
         # the session itself says whether it is encrypted

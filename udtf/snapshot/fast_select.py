@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from mysql_cdc.chunks import Chunk
-from mysql_cdc.connect import SESSION_INIT
+from mysql_cdc.connect import READ_VIEWS, SESSION_INIT
 from mysql_cdc.errors import MysqlCdcError
 from mysql_cdc.ids import ident, table_ident
 from mysql_cdc.profiles import ConnectionProfile
@@ -57,7 +57,7 @@ def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *
 
     def read() -> pa.Table:
         return cx.read_sql(url, sql, return_type="arrow",
-                           pre_execution_query=[SESSION_INIT, *pre])
+                           pre_execution_query=[SESSION_INIT, READ_VIEWS, *pre])
 
     try:
         return read() if not profile.read_timeout else _within(read, profile.read_timeout)

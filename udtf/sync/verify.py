@@ -543,8 +543,8 @@ def open_view(profile: ConnectionProfile, facts: ServerFacts) -> SourceView:
     conn = connect(profile)
     cur = conn.cursor()
     # connect() ran SESSION_INIT: UTC, and sql_mode '' so that the texts' SQL means what checksum.py says whatever
-    # the server's global mode (not ORACLE's CONCAT, which skips a NULL, nor PAD_CHAR_TO_FULL_LENGTH's CHARs)
-    cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    # the server's global mode (not ORACLE's CONCAT, which skips a NULL, nor PAD_CHAR_TO_FULL_LENGTH's CHARs), and
+    # READ_VIEWS: REPEATABLE READ, where the consistent snapshot opens its read view at once
     low = server_end(profile, facts, conn)
     cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
     cur.close()
