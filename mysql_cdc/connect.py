@@ -6,7 +6,9 @@ starts with :data:`SESSION_INIT`: ``time_zone = '+00:00'``, so TIMESTAMP values 
 whatever the server's zone, and ``sql_mode = ''``, so our SQL and the values it reads mean the same whatever the
 server's global mode: not a CHAR padded to its length (PAD_CHAR_TO_FULL_LENGTH), not MariaDB's ORACLE (whose
 CONCAT skips a NULL, and whose column types read ``blob(65535)``), not NO_BACKSLASH_ESCAPES or ANSI_QUOTES under
-the drivers' quoting. The capture never writes to the source, so no strictness is lost. Each session reads at
+the drivers' quoting; and ``sql_select_limit`` at its largest (a global limit cut every SELECT short: the server
+checks read too few settings, a chunk too few rows). The capture never writes to the source, so no strictness
+is lost. Each session reads at
 REPEATABLE READ (:data:`READ_VIEWS`), and on MySQL the metadata sessions (pymysql's) also show a generated
 invisible primary key (:data:`SHOW_GIPK`).
 """
@@ -31,7 +33,7 @@ from mysql_cdc.errors import ConnectError, PrivilegeError
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.retry import keep_trying
 
-SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = ''"
+SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = '', sql_select_limit = 18446744073709551615"
 # every reading session at REPEATABLE READ, whatever the server's global level: START TRANSACTION WITH CONSISTENT
 # SNAPSHOT opens its read view there only at this level (under READ COMMITTED the view came with the SELECT, after
 # the binlog point MariaDB's snapshot watermark and a pinned read record, so a write between them was in the chunk

@@ -270,28 +270,30 @@ HOSTILE_SQL_MODE = {"mariadb": "ORACLE,PAD_CHAR_TO_FULL_LENGTH,NO_BACKSLASH_ESCA
 
 
 @pytest.mark.parametrize("arrow", [True, False])
-def test_the_servers_global_sql_mode_changes_no_value(ny_server: ServerProcess, arrow: bool) -> None:
+def test_the_servers_global_settings_change_no_value(ny_server: ServerProcess, arrow: bool) -> None:
     """Every session of the capture sets its own sql_mode (connect.SESSION_INIT): under a global mode that pads a
     CHAR to its length (a SELECT gave 'ab   ' where the binlog has 'ab'), MariaDB's ORACLE (whose CONCAT skips a
     NULL and whose BLOB reads ``blob(65535)``) or NO_BACKSLASH_ESCAPES and ANSI_QUOTES, every path gives the
-    values as stored."""
+    values as stored; and its own sql_select_limit (a global one of 1 cut every SELECT to a row: the planner's
+    server checks read 'log_bin is None', a chunk would have lost rows)."""
     assert ny_server.info is not None
     mode = HOSTILE_SQL_MODE[ny_server.kind]
     root = ny_server.info.connect(root=True)
     cur = root.cursor()
-    cur.execute("SELECT @@GLOBAL.sql_mode")
-    (before,) = cur.fetchone()
+    cur.execute("SELECT @@GLOBAL.sql_mode, @@GLOBAL.sql_select_limit")
+    before, limit = cur.fetchone()
     rows = [(1, "ab", "it's \\ \"q\"", b"\x00'\\", "x,y"), (2, "", "", b"", ""), (3, None, None, None, None)]
 
     def load(cur: Any) -> None:
         cur.executemany("INSERT INTO t (id, c, v, b, st) VALUES (%s, %s, %s, %s, %s)", rows)
-        cur.execute("SET GLOBAL sql_mode = %s", (mode,))  # the readers' sessions begin after the load
+        # the readers' sessions begin after the load
+        cur.execute("SET GLOBAL sql_mode = %s, sql_select_limit = 1", (mode,))
 
     try:
         _, got = capture_every_way(ny_server, "c CHAR(5), v VARCHAR(20), b BLOB, st SET('x', 'y')" +
                                    ("" if arrow else ", tm TIME"), load, arrow=arrow)
     finally:
-        cur.execute("SET GLOBAL sql_mode = %s", (before,))
+        cur.execute("SET GLOBAL sql_mode = %s, sql_select_limit = %s", (before, limit))
         root.close()
     assert {i: got[i][1:5] for i in got} == {r[0]: r[1:] for r in rows}
 
