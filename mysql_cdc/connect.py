@@ -9,8 +9,8 @@ CONCAT skips a NULL, and whose column types read ``blob(65535)``), not NO_BACKSL
 the drivers' quoting; and ``sql_select_limit`` at its largest (a global limit cut every SELECT short: the server
 checks read too few settings, a chunk too few rows). The capture never writes to the source, so no strictness
 is lost. Each session reads at
-REPEATABLE READ (:data:`READ_VIEWS`), and on MySQL the metadata sessions (pymysql's) also show a generated
-invisible primary key (:data:`SHOW_GIPK`).
+REPEATABLE READ (:data:`READ_VIEWS`), with no time limit on a statement, and on MySQL shows a generated
+invisible primary key (:func:`own_session`).
 """
 
 from __future__ import annotations
@@ -39,23 +39,29 @@ SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = '', sql_select_limi
 # the binlog point MariaDB's snapshot watermark and a pinned read record, so a write between them was in the chunk
 # and emitted again by the binlog); SERIALIZABLE made the chunks' SELECTs take shared locks on their rows
 READ_VIEWS = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-# MySQL 8.0.30 and later: a table made under sql_generate_invisible_primary_key has a primary key my_row_id that
-# information_schema hides where show_gipk_in_create_table_and_information_schema is OFF (a global a DBA may set),
-# while the binlog's rows hold it: a table was planned without its key and its first change stopped the read
-SHOW_GIPK = "SET SESSION show_gipk_in_create_table_and_information_schema = ON"
 
 
-def shows_gipk(server_version: str) -> bool:
-    """Whether a server (its version text, as the login gives it) has :data:`SHOW_GIPK`'s setting: MySQL from
-    8.0.30 on, not MariaDB.
+def own_session(server_version: str) -> str:
+    """The settings of a session of ours that are named otherwise on each server (its version text, as the login
+    gives it), set after the login:
 
-    >>> shows_gipk("9.7.0"), shows_gipk("8.0.29-log"), shows_gipk("10.11.19-MariaDB-log"), shows_gipk("8.0.30")
-    (True, False, False, True)
+    - no time limit on a statement (MySQL's ``max_execution_time``, MariaDB's ``max_statement_time``): a global
+      one a DBA set against runaway queries stopped a large chunk's SELECT, or verify's checksum of one;
+    - on MySQL from 8.0.30 on, a table made under sql_generate_invisible_primary_key shows its primary key
+      my_row_id in information_schema (``show_gipk_in_create_table_and_information_schema``; a global OFF hid
+      it, while the binlog's rows hold it: the table was planned without its key and its first change stopped
+      the read).
+
+    >>> own_session("9.7.0")
+    'SET SESSION max_execution_time = 0, show_gipk_in_create_table_and_information_schema = ON'
+    >>> own_session("8.0.29-log"), own_session("10.11.19-MariaDB-log")
+    ('SET SESSION max_execution_time = 0', 'SET SESSION max_statement_time = 0')
     """
     if "mariadb" in server_version.lower():
-        return False
+        return "SET SESSION max_statement_time = 0"
     numbers = [int(x) for x in server_version.split("-")[0].split(".")[:3] if x.isdigit()]
-    return tuple(numbers) >= (8, 0, 30)
+    gipk = ", show_gipk_in_create_table_and_information_schema = ON" if tuple(numbers) >= (8, 0, 30) else ""
+    return "SET SESSION max_execution_time = 0" + gipk
 
 
 def _describe(p: ConnectionProfile) -> str:
@@ -198,8 +204,7 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
 
     conn = keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
     conn.query(READ_VIEWS)
-    if shows_gipk(str(conn.get_server_info())):
-        conn.query(SHOW_GIPK)  # the schema's reads see a generated invisible primary key
+    conn.query(own_session(str(conn.get_server_info())))
     conn._read_timeout = read_timeout
     conn._write_timeout = read_timeout
     return conn
@@ -258,6 +263,7 @@ def connect_fast(p: ConnectionProfile) -> Any:
     if conn is None:
         return connect(p)
     conn.query(READ_VIEWS)
+    conn.query(own_session(str(conn.get_server_info())))
     if p.ssl_mode == "required":
         # MariaDB Connector/C connected in plain text to a server without TLS despite ssl_mode=REQUIRED (measured):
         # the session itself says whether it is encrypted

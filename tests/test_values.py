@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from mysql_cdc.connect import connect, connect_fast
 from mysql_cdc.errors import ChunkKeyError, MysqlCdcError, ServerSettingError, UnsupportedTypeError
 from mysql_cdc.options import parse_options
 from mysql_cdc.planner.plan import plan_tables
@@ -275,7 +276,8 @@ def test_the_servers_global_settings_change_no_value(ny_server: ServerProcess, a
     CHAR to its length (a SELECT gave 'ab   ' where the binlog has 'ab'), MariaDB's ORACLE (whose CONCAT skips a
     NULL and whose BLOB reads ``blob(65535)``) or NO_BACKSLASH_ESCAPES and ANSI_QUOTES, every path gives the
     values as stored; and its own sql_select_limit (a global one of 1 cut every SELECT to a row: the planner's
-    server checks read 'log_bin is None', a chunk would have lost rows)."""
+    server checks read 'log_bin is None', a chunk would have lost rows), statement time limit and isolation
+    level."""
     assert ny_server.info is not None
     mode = HOSTILE_SQL_MODE[ny_server.kind]
     root = ny_server.info.connect(root=True)
@@ -288,12 +290,29 @@ def test_the_servers_global_settings_change_no_value(ny_server: ServerProcess, a
         cur.executemany("INSERT INTO t (id, c, v, b, st) VALUES (%s, %s, %s, %s, %s)", rows)
         # the readers' sessions begin after the load
         cur.execute("SET GLOBAL sql_mode = %s, sql_select_limit = 1", (mode,))
+        cur.execute(f"SET GLOBAL {limit_name} = 2")
+        cur.execute("SET GLOBAL TRANSACTION ISOLATION LEVEL READ COMMITTED")
 
+    limit_name = "max_statement_time" if ny_server.kind == "mariadb" else "max_execution_time"
+    cur.execute(f"SELECT @@GLOBAL.{limit_name}")
+    (time_limit,) = cur.fetchone()
+    profile = ConnectionProfile(ny_server.info.host, ny_server.info.port, ny_server.info.user,
+                                ny_server.info.password, connect_timeout=5)
     try:
         _, got = capture_every_way(ny_server, "c CHAR(5), v VARCHAR(20), b BLOB, st SET('x', 'y')" +
                                    ("" if arrow else ", tm TIME"), load, arrow=arrow)
+        # and each driver's session reads without a time limit, at REPEATABLE READ (connect.own_session,
+        # READ_VIEWS): a global limit stopped a large chunk's SELECT, READ COMMITTED opened no consistent snapshot
+        for conn in (connect(profile), connect_fast(profile)):
+            c = conn.cursor()
+            c.execute(f"SELECT @@SESSION.{limit_name}, @@SESSION.tx_isolation" if ny_server.kind == "mariadb" else
+                      f"SELECT @@SESSION.{limit_name}, @@SESSION.transaction_isolation")
+            assert tuple(c.fetchone()) in ((0, "REPEATABLE-READ"), (Decimal(0), "REPEATABLE-READ")), conn
+            conn.close()
     finally:
         cur.execute("SET GLOBAL sql_mode = %s, sql_select_limit = %s", (before, limit))
+        cur.execute(f"SET GLOBAL {limit_name} = %s", (time_limit,))
+        cur.execute("SET GLOBAL TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         root.close()
     assert {i: got[i][1:5] for i in got} == {r[0]: r[1:] for r in rows}
 
