@@ -6,11 +6,12 @@ starts with :data:`SESSION_INIT`: ``time_zone = '+00:00'``, so TIMESTAMP values 
 whatever the server's zone, and ``sql_mode = ''``, so our SQL and the values it reads mean the same whatever the
 server's global mode: not a CHAR padded to its length (PAD_CHAR_TO_FULL_LENGTH), not MariaDB's ORACLE (whose
 CONCAT skips a NULL, and whose column types read ``blob(65535)``), not NO_BACKSLASH_ESCAPES or ANSI_QUOTES under
-the drivers' quoting; and ``sql_select_limit`` at its largest (a global limit cut every SELECT short: the server
-checks read too few settings, a chunk too few rows). The capture never writes to the source, so no strictness
+the drivers' quoting; ``sql_select_limit`` at its largest (a global limit cut every SELECT short: the server
+checks read too few settings, a chunk too few rows); and ``sql_big_selects`` on (a global ``max_join_size``
+refused a large chunk's SELECT). The capture never writes to the source, so no strictness
 is lost. Each session reads at
 REPEATABLE READ (:data:`READ_VIEWS`), with no time limit on a statement, and on MySQL shows a generated
-invisible primary key (:func:`own_session`).
+invisible primary key (:data:`OWN_SESSION`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from mysql_cdc.errors import ConnectError, PrivilegeError
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.retry import keep_trying
 
-SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = '', sql_select_limit = 18446744073709551615"
+SESSION_INIT = ("SET SESSION time_zone = '+00:00', sql_mode = '', sql_select_limit = 18446744073709551615, "
+                "sql_big_selects = 1")
 # every reading session at REPEATABLE READ, whatever the server's global level: START TRANSACTION WITH CONSISTENT
 # SNAPSHOT opens its read view there only at this level (under READ COMMITTED the view came with the SELECT, after
 # the binlog point MariaDB's snapshot watermark and a pinned read record, so a write between them was in the chunk
@@ -41,27 +43,27 @@ SESSION_INIT = "SET SESSION time_zone = '+00:00', sql_mode = '', sql_select_limi
 READ_VIEWS = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 
 
-def own_session(server_version: str) -> str:
-    """The settings of a session of ours that are named otherwise on each server (its version text, as the login
-    gives it), set after the login:
+# the settings of a session of ours that one server has and the other has not (each tried, an unknown variable
+# passed over: no version text to parse, which proxies and managed services give in their own forms):
+# - no time limit on a statement (MySQL's max_execution_time, MariaDB's max_statement_time): a global one a DBA set
+#   against runaway queries stopped a large chunk's SELECT, or verify's checksum of one;
+# - MySQL (8.0.30 on): a table made under sql_generate_invisible_primary_key shows its primary key my_row_id in
+#   information_schema (a global show_gipk_in_create_table_and_information_schema OFF hid it, while the binlog's
+#   rows hold it: the table was planned without its key and its first change stopped the read)
+OWN_SESSION = ("SET SESSION max_execution_time = 0", "SET SESSION max_statement_time = 0",
+               "SET SESSION show_gipk_in_create_table_and_information_schema = ON")
+_UNKNOWN_VARIABLE = 1193
 
-    - no time limit on a statement (MySQL's ``max_execution_time``, MariaDB's ``max_statement_time``): a global
-      one a DBA set against runaway queries stopped a large chunk's SELECT, or verify's checksum of one;
-    - on MySQL from 8.0.30 on, a table made under sql_generate_invisible_primary_key shows its primary key
-      my_row_id in information_schema (``show_gipk_in_create_table_and_information_schema``; a global OFF hid
-      it, while the binlog's rows hold it: the table was planned without its key and its first change stopped
-      the read).
 
-    >>> own_session("9.7.0")
-    'SET SESSION max_execution_time = 0, show_gipk_in_create_table_and_information_schema = ON'
-    >>> own_session("8.0.29-log"), own_session("10.11.19-MariaDB-log")
-    ('SET SESSION max_execution_time = 0', 'SET SESSION max_statement_time = 0')
-    """
-    if "mariadb" in server_version.lower():
-        return "SET SESSION max_statement_time = 0"
-    numbers = [int(x) for x in server_version.split("-")[0].split(".")[:3] if x.isdigit()]
-    gipk = ", show_gipk_in_create_table_and_information_schema = ON" if tuple(numbers) >= (8, 0, 30) else ""
-    return "SET SESSION max_execution_time = 0" + gipk
+def own_session(conn: Any) -> None:
+    """Run :data:`OWN_SESSION` on ``conn`` (pymysql's or mysqlclient's), each statement alone, passing over a
+    variable the server does not have."""
+    for statement in OWN_SESSION:
+        try:
+            conn.query(statement)
+        except Exception as e:  # the drivers' errors: the server's code first
+            if not (e.args and e.args[0] == _UNKNOWN_VARIABLE):
+                raise
 
 
 def _describe(p: ConnectionProfile) -> str:
@@ -204,7 +206,7 @@ def connect(p: ConnectionProfile, *, dict_cursor: bool = False, autocommit: bool
 
     conn = keep_trying(once, p.reconnect_timeout, f"connecting to {p.host}:{p.port}")
     conn.query(READ_VIEWS)
-    conn.query(own_session(str(conn.get_server_info())))
+    own_session(conn)
     conn._read_timeout = read_timeout
     conn._write_timeout = read_timeout
     return conn
@@ -263,7 +265,7 @@ def connect_fast(p: ConnectionProfile) -> Any:
     if conn is None:
         return connect(p)
     conn.query(READ_VIEWS)
-    conn.query(own_session(str(conn.get_server_info())))
+    own_session(conn)
     if p.ssl_mode == "required":
         # MariaDB Connector/C connected in plain text to a server without TLS despite ssl_mode=REQUIRED (measured):
         # the session itself says whether it is encrypted

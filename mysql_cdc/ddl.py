@@ -151,38 +151,70 @@ _TRUNCATE = re.compile(_LEAD + r"TRUNCATE\b", re.IGNORECASE | re.DOTALL)
 _CREATE_OR_REPLACE = re.compile(_LEAD + r"CREATE\s+OR\s+REPLACE\s+(?:TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
 
 
-# ALTER TABLE clauses that remove or bring rows with no row in the binlog: a partition truncated, dropped, exchanged
-# with a table, MariaDB's CONVERT PARTITION ... TO TABLE and CONVERT TABLE ... TO PARTITION, a tablespace discarded
-# or imported (of the table or of partitions); conservative: such words anywhere in the statement
+# ALTER TABLE clauses that remove or bring rows with no row in the binlog: a partition truncated, dropped,
+# exchanged with a table, MariaDB's CONVERT PARTITION ... TO TABLE and CONVERT TABLE ... TO PARTITION, a tablespace
+# imported (of the table or of partitions; a discarded one cannot be read until then: its mirror keeps its rows),
+# the BLACKHOLE engine (keeps nothing), and MariaDB's ALTER IGNORE adding a unique key (drops the duplicate rows)
 _ROWS_UNLOGGED = re.compile(r"\b(?:(?:TRUNCATE|DROP|EXCHANGE)\s+PARTITION|CONVERT\s+(?:PARTITION|TABLE)|"
-                            r"(?:DISCARD|IMPORT)\b.*?\bTABLESPACE)\b", re.IGNORECASE | re.DOTALL)
+                            r"IMPORT\s+(?:PARTITION\s+[^,]*?\s+)?TABLESPACE|ENGINE\s*=?\s*BLACKHOLE)\b",
+                            re.IGNORECASE | re.DOTALL)
+_IGNORE_UNIQUE = re.compile(_LEAD + r"ALTER\s+(?:ONLINE\s+)?IGNORE\s+TABLE\b.*\bADD\s+(?:CONSTRAINT\b.*?)?"
+                            r"\b(?:UNIQUE|PRIMARY)\b", re.IGNORECASE | re.DOTALL)
+_ALTERED = re.compile(_LEAD + rf"ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)",
+                      re.IGNORECASE | re.DOTALL)
+_OTHER_TABLE = re.compile(rf"\b(?:WITH|TO|CONVERT)\s+TABLE\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)", re.IGNORECASE)
+UNLOGGED = ("changed rows without logging them (a partition truncated, dropped, exchanged or converted, a "
+            "tablespace imported, the BLACKHOLE engine, or ALTER IGNORE adding a unique key)")
+
+
+def unlogged_rows(statement: str, default_db: str) -> list[TableId]:
+    """The tables an ALTER TABLE changes the rows of with no row in the binlog (see ``_ROWS_UNLOGGED``): the
+    altered one, and the one it exchanges or converts a partition with; none for any other statement. Words in
+    quotes (a comment, a default) are no clause.
+
+    >>> [str(t) for t in unlogged_rows("ALTER TABLE logs EXCHANGE PARTITION p0 WITH TABLE `arch`.old", "d")]
+    ['d.logs', 'arch.old']
+    >>> unlogged_rows("ALTER TABLE logs DROP PARTITION archive", "d")[0].table, unlogged_rows(
+    ...     "ALTER TABLE t COMMENT 'we drop partition p0 later', ADD c INT", "d")
+    ('logs', [])
+    >>> [len(unlogged_rows(q, "d")) for q in ("ALTER IGNORE TABLE t ADD UNIQUE KEY (c)",
+    ...     "ALTER TABLE t ENGINE=BLACKHOLE", "ALTER TABLE t DISCARD TABLESPACE",
+    ...     "ALTER TABLE t ADD c INT COMMENT 'import', TABLESPACE ts1")]
+    [1, 1, 0, 0]
+    """
+    m = _ALTERED.match(statement)
+    if m is None:
+        return []
+    text = re.sub(r"'(?:[^']|'')*'", "''", statement)
+    if not (_ROWS_UNLOGGED.search(text) or _IGNORE_UNIQUE.match(text)):
+        return []
+    names = [m.group(1), *(o.group(1) for o in _OTHER_TABLE.finditer(text))]
+    return [t for n in names for t in named_tables(n, default_db)[-1:]]
 
 
 def replacing_statement(statement: str, default_db: str) -> str | None:
     """What a DDL statement does to the tables it names when it is more than a change of their columns:
     ``dropped``, ``truncated``, ``renamed`` (RENAME TABLE, ALTER TABLE ... RENAME TO), ``replaced`` (CREATE OR
-    REPLACE), or rows changed without a row in the binlog (an ALTER TABLE of partitions or tablespaces: a
-    partition truncated, dropped, exchanged or converted, a tablespace discarded or imported; their mirror
-    would keep the rows, or lack them, for good); ``None`` for other statements (ALTER TABLE of columns,
-    CREATE/DROP INDEX, a partition added or reorganized, ...).
+    REPLACE), or :data:`UNLOGGED` (rows changed without a row in the binlog, :func:`unlogged_rows`: of the
+    tables that function names only); ``None`` for other statements (ALTER TABLE of columns, CREATE/DROP INDEX, a
+    partition added or reorganized, ...).
 
     >>> [replacing_statement(q, "d") for q in ("TRUNCATE t",
     ...                                        "RENAME TABLE a TO b", "ALTER TABLE a RENAME COLUMN x TO y",
     ...                                        "DROP INDEX i ON t", "DROP TABLE t", "CREATE INDEX i ON t (c)")]
     ['truncated', 'renamed', None, None, 'dropped', None]
-    >>> [replacing_statement(q, "d")[:12] for q in ("ALTER TABLE t DROP PARTITION p0",
+    >>> [replacing_statement(q, "d") == UNLOGGED for q in ("ALTER TABLE t DROP PARTITION p0",
     ...     "alter table t truncate partition p1, p2", "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE u",
     ...     "ALTER TABLE t IMPORT PARTITION p TABLESPACE", "ALTER TABLE t CONVERT PARTITION p TO TABLE u")]
-    ['changed rows', 'changed rows', 'changed rows', 'changed rows', 'changed rows']
+    [True, True, True, True, True]
     >>> replacing_statement("ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (900))", "d")
     """
     if _DROP_TABLE.match(statement):
         return "dropped"
     if _TRUNCATE.match(statement):
         return "truncated"
-    if _ALTER_TABLE.match(statement) and _ROWS_UNLOGGED.search(statement):
-        return ("changed rows without logging them (a partition truncated, dropped, exchanged or converted, or a "
-                "tablespace discarded or imported)")
+    if unlogged_rows(statement, default_db):
+        return UNLOGGED
     if _RENAME_TABLE.match(statement) or (_ALTER_TABLE.match(statement) and created_tables(statement, default_db)):
         return "renamed"
     if _CREATE_OR_REPLACE.match(statement):

@@ -30,6 +30,9 @@ def claimed_server_id(profile: ConnectionProfile, ids: range, prefer: int | None
         if replicas is None and not unchecked:
             raise unlisted_replicas(ids)
         cur = conn.cursor()
+        # the session holds the id's lock while it waits, idle, for the read to end: not closed by the server's
+        # wait_timeout (which would release the lock without a word, for another reader to take the same id)
+        cur.execute("SET SESSION wait_timeout = 31536000")
         for k in range(len(ids)):
             sid = ids[(start + k) % len(ids)]
             if replicas and sid in replicas:

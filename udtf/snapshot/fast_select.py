@@ -2,8 +2,9 @@
 
 connectorx takes no bound parameters, so chunk bounds are inlined as hex / numeric literals
 (:func:`mysql_cdc.sql.sql_literal`); it opens its own connection, whose session is prepared by
-``pre_execution_query`` (:data:`~mysql_cdc.connect.SESSION_INIT` first). Errors never carry the connection URL
-(it holds the password).
+``pre_execution_query``: ``SET NAMES utf8mb4``, which it does not send itself (a server that ignores the
+login's character set would send text in its own), then :data:`~mysql_cdc.connect.SESSION_INIT`. Errors never
+carry the connection URL (it holds the password).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def fast_select(profile: ConnectionProfile, schema: TableSchema, chunk: Chunk, *
 
     def read() -> pa.Table:
         return cx.read_sql(url, sql, return_type="arrow",
-                           pre_execution_query=[SESSION_INIT, READ_VIEWS, *pre])
+                           pre_execution_query=["SET NAMES utf8mb4", SESSION_INIT, READ_VIEWS, *pre])
 
     try:
         return read() if not profile.read_timeout else _within(read, profile.read_timeout)

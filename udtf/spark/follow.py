@@ -13,7 +13,15 @@ import logging
 from typing import Any
 
 from mysql_cdc.connect import ServerFacts
-from mysql_cdc.ddl import clause_names, index_only, plainly_kept, renamed_columns, replacing_statement
+from mysql_cdc.ddl import (
+    UNLOGGED,
+    clause_names,
+    index_only,
+    plainly_kept,
+    renamed_columns,
+    replacing_statement,
+    unlogged_rows,
+)
 from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import BinlogOffset, binlog_file_key
 from mysql_cdc.options import CdcOptions
@@ -118,6 +126,8 @@ class SchemaFollower:
         """One table's decision (see :meth:`follow`): ``None`` when it goes on, else why it is reset."""
         t = ch.table
         kind = replacing_statement(statement, ch.database)
+        if kind == UNLOGGED and t not in unlogged_rows(statement, ch.database):
+            kind = None  # a table the statement only mentions: its rows are as they were
         if index_only(statement):  # no column, no stored value changes (also while chunks are read)
             self.record(t, at, SAME, statement=statement)
             return None
