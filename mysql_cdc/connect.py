@@ -8,10 +8,9 @@ server's global mode: not a CHAR padded to its length (PAD_CHAR_TO_FULL_LENGTH),
 CONCAT skips a NULL, and whose column types read ``blob(65535)``), not NO_BACKSLASH_ESCAPES or ANSI_QUOTES under
 the drivers' quoting; ``sql_select_limit`` at its largest (a global limit cut every SELECT short: the server
 checks read too few settings, a chunk too few rows); and ``sql_big_selects`` on (a global ``max_join_size``
-refused a large chunk's SELECT). The capture never writes to the source, so no strictness
-is lost. Each session reads at
-REPEATABLE READ (:data:`READ_VIEWS`), with no time limit on a statement, and on MySQL shows a generated
-invisible primary key (:data:`OWN_SESSION`).
+refused a large chunk's SELECT). The capture never writes to the source, so no strictness is lost. Each
+session reads at REPEATABLE READ (:data:`READ_VIEWS`), with no time limit on a statement, and on MySQL shows a
+generated invisible primary key (:data:`OWN_SESSION`).
 """
 
 from __future__ import annotations
