@@ -323,7 +323,7 @@ def test_a_broken_mirror_says_why_in_one_line(info: ServerInfo, db: str, root: A
              "check host, port and that the server is running"),
             (job, f"mysql://noslave:No-slave-1@{info.host}:{info.port}", "PrivilegeError: the capture user lacks "
              "REPLICATION SLAVE", "GRANT REPLICATION SLAVE ON *.* TO the user"),
-            ([*job[:3], "--tables", f"{db}[.]nosuch", *job[5:]], url, "TableError: the table pattern(s)",
+            ([*job[:3], "--tables", f"{db}[.]nosuch", *job[5:]], url, "NoTableMatchedError: the table pattern(s)",
              "match no table the capture user can see"),
         ]
         for args, env_url, cause, fix in cases:
