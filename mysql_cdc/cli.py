@@ -27,7 +27,6 @@ from typing import Any
 
 from mysql_cdc.errors import ConfigError, MysqlCdcError, StateError
 from mysql_cdc.failure import log_cause, one_line
-from mysql_cdc.ids import TableId
 from mysql_cdc.options import SCHEMA_CHANGES
 from mysql_cdc.progress import Progress, sync_lines
 
@@ -164,7 +163,7 @@ def cmd_tables(ns: argparse.Namespace) -> int:
     """The tables the patterns match (and those ``--exclude`` leaves out), checked as a capture checks them."""
     from mysql_cdc.connect import connect
     from mysql_cdc.options import parse_options
-    from mysql_cdc.planner.discover import SYSTEM_SCHEMAS, table_matches
+    from mysql_cdc.planner.discover import data_tables, table_matches
     from mysql_cdc.planner.plan import describe_tables
     from mysql_cdc.profiles import resolve_profile
 
@@ -172,11 +171,7 @@ def cmd_tables(ns: argparse.Namespace) -> int:
     profile = resolve_profile(opts)
     conn = connect(profile)
     try:
-        cur = conn.cursor()
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE IN "
-                    "('BASE TABLE', 'SYSTEM VERSIONED') AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s) ORDER BY 1, 2",
-                    SYSTEM_SCHEMAS)
-        seen = [TableId(str(d), str(t)) for d, t in cur.fetchall()]
+        seen = [t for t, _ in data_tables(conn)]
     finally:
         conn.close()
     left_out = [t for t in seen if table_matches(t, opts.table_patterns) and not table_matches(

@@ -16,16 +16,23 @@ from mysql_cdc.types import check_columns
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
+def data_tables(conn: Any) -> list[tuple[TableId, str]]:
+    """Every table the user can see that holds rows of its own (base tables, and MariaDB's system-versioned
+    ones), outside the system schemas, with its TABLE_TYPE in capitals, sorted."""
+    cur = conn.cursor()
+    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_TYPE IN "
+                "('BASE TABLE', 'SYSTEM VERSIONED') AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s)", SYSTEM_SCHEMAS)
+    rows = sorted((TableId(str(d), str(t)), str(k).upper()) for d, t, k in cur.fetchall())
+    cur.close()
+    return rows
+
+
 def match_tables(conn: Any, patterns: Sequence[str], exclude: Sequence[str] = ()) -> list[TableId]:
     """Base tables whose ``db.table`` fully matches one of the regular expressions and none of ``exclude``,
     sorted; a :class:`TableError` if they match a system-versioned one (:func:`versioned_refusal`)."""
     if not patterns:
         raise TableError("no tables given: set tables => 'db.table' (comma-separated regular expressions)")
-    cur = conn.cursor()
-    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_TYPE IN "
-                "('BASE TABLE', 'SYSTEM VERSIONED') AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s)", SYSTEM_SCHEMAS)
-    rows = [(TableId(str(d), str(t)), str(k).upper()) for d, t, k in cur.fetchall()]
-    cur.close()
+    rows = data_tables(conn)
     versioned = sorted(t for t, k in rows if k == "SYSTEM VERSIONED" and table_matches(t, patterns, exclude))
     if versioned:
         raise TableError(versioned_refusal(versioned))

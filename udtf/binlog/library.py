@@ -12,8 +12,9 @@ from typing import Any
 from mysql_cdc.errors import BinlogError, ServerSettingError
 from mysql_cdc.jsontext import JSON_NULL, JsonOpaque
 from mysql_cdc.types import FieldType
-from mysql_cdc.udtf.binlog.compressed import COMPRESSED_TYPES
-from mysql_cdc.udtf.convert import MemberIndex
+from mysql_cdc.udtf.binlog.compressed import BLOB_COMPRESSED, COMPRESSED_TYPES, VARCHAR_COMPRESSED, inflated
+from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, TIME, old_size, old_value
+from mysql_cdc.udtf.convert import MemberIndex, negative_time_fix
 
 
 def library_image(row: dict[str, Any], prefix: str, where: str) -> dict[str, Any]:
@@ -132,10 +133,6 @@ def _old_and_compressed(read: Callable[..., Any]) -> Callable[..., Any]:
       bytes inflated, as the library's strings come (:func:`_stored_bytes`)."""
     from pymysqlreplication.bitmap import BitGet
 
-    from mysql_cdc.udtf.binlog.compressed import COMPRESSED_TYPES, VARCHAR_COMPRESSED, inflated
-    from mysql_cdc.udtf.binlog.oldtemporal import OLD_TYPES, TIME, old_size, old_value
-    from mysql_cdc.udtf.convert import negative_time_fix
-
     @functools.wraps(read)
     def read_values_name(self: Any, column: Any, null_bitmap: Any, null_bitmap_index: int, is_partial: bool,
                          cols_bitmap: Any, unsigned: bool, i: int) -> Any:
@@ -161,8 +158,6 @@ def _compressed_metadata(parse: Callable[..., Any]) -> Callable[..., Any]:
     """The library's parsing of a table map's column, reading the metadata of MariaDB's compressed VARCHAR (a
     VARCHAR's: the maximum length, 2 bytes) and BLOB (a BLOB's: the size of its length, 1 byte), which it did not
     know: it read none, and took the next columns' metadata from the wrong bytes."""
-    from mysql_cdc.udtf.binlog.compressed import BLOB_COMPRESSED, VARCHAR_COMPRESSED
-
     @functools.wraps(parse)
     def parse_column_definition(self: Any, column_type: int, packet: Any) -> None:
         parse(self, column_type, packet)

@@ -325,8 +325,7 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
         if t == F.TIME:  # exact already: not the library's negative TIME with a fraction that the fix-up undoes
             post = value_converter(col, tinyint1_as_boolean)
     elif t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON):
-        size = (2 if tm.max_length > 255 else 1) if t in STRINGS else int(tm.length_size)
-        length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
+        size, length = _length_prefix(tm)
         lines = [f"ln = {length}", f"p += {size}", f"{v} = b[p:p + ln]", "p += ln"]
         if t == F.JSON:
             env["json_value"] = _json
@@ -336,8 +335,7 @@ def _column_code(i: int, tm: Any, col: ColumnInfo, fast_text: bool, env: dict[st
             lines[2] = f"{v} = b[p:p + ln].decode({codec!r})"
             post = None
     elif t in COMPRESSED_TYPES:  # a VARCHAR's length or a BLOB's, then the stored value to inflate
-        size = (2 if tm.max_length > 255 else 1) if t == VARCHAR_COMPRESSED else int(tm.length_size)
-        length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
+        size, length = _length_prefix(tm)
         env["inflated"] = inflated
         lines = [f"ln = {length}", f"p += {size}", f"{v} = inflated(b[p:p + ln])", "p += ln"]
     elif t == F.ENUM:
@@ -442,6 +440,14 @@ def python_column(i: int, tm: Any, col: ColumnInfo, tinyint1_as_boolean: bool = 
                       read=env["read"])
 
 
+def _length_prefix(tm: Any) -> tuple[int, str]:
+    """The bytes of a length-prefixed value's length, and the expression that reads it at ``p``: a VARCHAR's
+    (MariaDB's compressed one too) by its maximum length, a BLOB's, JSON's or GEOMETRY's by the table map."""
+    size = (2 if tm.max_length > 255 else 1) if tm.type in STRINGS or tm.type == VARCHAR_COMPRESSED \
+        else int(tm.length_size)
+    return size, "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
+
+
 def _skip_lines(tm: Any, col: ColumnInfo) -> list[str]:
     """Statements that move ``p`` past a column's value at offset ``p`` without reading it (the sizes
     :func:`_column_code` reads)."""
@@ -458,8 +464,7 @@ def _skip_lines(tm: Any, col: ColumnInfo) -> list[str]:
     if t in OLD_TYPES:
         return [f"p += {old_size(t, int(col.datetime_precision or 0))}"]
     if t in STRINGS or t in (F.BLOB, F.GEOMETRY, F.JSON) or t in COMPRESSED_TYPES:
-        size = (2 if tm.max_length > 255 else 1) if t in STRINGS or t == VARCHAR_COMPRESSED else int(tm.length_size)
-        length = "b[p]" if size == 1 else f"int.from_bytes(b[p:p + {size}], 'little')"
+        size, length = _length_prefix(tm)
         return [f"p += {size} + {length}"]
     if t in (F.ENUM, F.SET):
         return [f"p += {int(tm.size)}"]
