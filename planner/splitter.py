@@ -212,9 +212,12 @@ def split_table(conn: Any, schema: TableSchema, chunk_size: int, lower: float = 
         if lo is None or lo == hi:
             return chunks_from_bounds(schema.table, cols, [], nullable)
         bounds = even_bounds(int(lo), int(hi), approx_rows(conn, schema), chunk_size, lower, upper)
-        if bounds is not None:
+        if bounds == [] and not _holds_more_than(conn, schema, chunk_size):  # one chunk, and the count agrees
+            return chunks_from_bounds(schema.table, cols, [], nullable)
+        if bounds:
             return chunks_from_bounds(schema.table, cols, _resplit_crowded(conn, schema, bounds, chunk_size),
                                       nullable)
+    # keys spread too unevenly for even ranges, keys of another type, or an estimate of one chunk the count belies
     return chunks_from_bounds(schema.table, cols, _query_bounds(conn, schema, chunk_size, None, None), nullable)
 
 
@@ -260,6 +263,22 @@ def cut_range(conn: Any, schema: TableSchema, start: Key | None, end: Key | None
     if lo is None:
         return []
     return [(b,) for b in even_bounds(int(lo), int(hi), rows, chunk_size, 0.0, float("inf")) or []]
+
+
+def _holds_more_than(conn: Any, schema: TableSchema, rows: int) -> bool:
+    """Whether the table holds more than ``rows`` rows, counted by reading at most one more than that.
+
+    The even split trusts the optimizer's estimate of the table's rows, which lags behind a table filled a moment
+    ago (MySQL 9.7 estimated 28 rows for a table of 100 just inserted, once in 200 tries): where it promises a
+    single chunk, this count, cheap because bounded, checks it, and a table that holds more is split by queries.
+    """
+    cur = conn.cursor()
+    try:
+        cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {table_ident(schema.table)} LIMIT %s) AS head",
+                    (rows + 1,))
+        return int(cur.fetchone()[0]) > rows
+    finally:
+        cur.close()
 
 
 def _range_where(schema: TableSchema, start: Key | None, end: Key | None) -> tuple[str, list[Any]]:
