@@ -21,7 +21,7 @@ import pytest
 
 from mysql_cdc.ids import TableId
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import insert_rows, statements_alone
+from tests.helpers import counted, insert_rows, statements_alone
 from tests.servers import ServerInfo, ServerProcess
 from tests.test_streaming import _checkpoint_state, _tail
 
@@ -39,6 +39,7 @@ def _make(root: Any, rows: int = 400) -> None:
     for t, (cols, key) in TABLES.items():
         root.cursor().execute(f"CREATE TABLE {t} ({cols}, v INT NOT NULL, PRIMARY KEY ({', '.join(key)}))")
         insert_rows(root, t, [*key, "v"], [(*_key(t, i), i) for i in range(rows)])
+    counted(root, *TABLES)  # tests count its chunks, which follow the row estimate
 
 
 class Writers:

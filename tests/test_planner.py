@@ -23,7 +23,7 @@ from mysql_cdc.planner.plan import describe_table, describe_tables, plan_tables
 from mysql_cdc.planner.validate import check_server
 from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.sql import chunk_where
-from tests.helpers import insert_rows
+from tests.helpers import counted, insert_rows
 from tests.servers import ServerInfo
 
 rng = random.Random(7)
@@ -85,8 +85,7 @@ def test_chunks_partition_the_key_space(info: ServerInfo, profile: ConnectionPro
     cur.execute(f"CREATE TABLE t (k {sqltype} NOT NULL PRIMARY KEY, n INT)")
     for v in values:  # the server decides which values collide under its collation
         cur.execute("INSERT IGNORE INTO t VALUES (%s, 1)", (v,))
-    cur.execute("ANALYZE TABLE t")  # evenly sized chunks follow the row estimate, which lags behind the inserts
-    cur.fetchall()
+    counted(root, "t")  # evenly sized chunks follow the row estimate, which lags behind the inserts
     cur.execute("SELECT k FROM t")
     all_keys = sorted(tuple(r) for r in cur.fetchall())
     cur.close()
@@ -145,6 +144,7 @@ def test_chunk_keys_of_tables_without_a_primary_key(profile: ConnectionProfile, 
     cur = root.cursor()
     cur.execute("CREATE TABLE nopk (g INT NOT NULL, maybe INT NULL, v VARCHAR(5))")
     insert_rows(root, "nopk", ["g", "maybe", "v"], [(i // 10, i if i % 4 else None, "x") for i in range(100)])
+    counted(root, "nopk")
     # no key: one chunk of every row; a nullable key: its NULL keys in a last chunk of their own
     assert [(c.key_columns, c.start, c.end, c.nulls) for c in _plan(profile, f"{db}\\.nopk")] == [
         ((), None, None, False)]
@@ -538,6 +538,7 @@ def test_cli_plan_and_status(info: ServerInfo, profile: ConnectionProfile, db: s
 
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY)")
     insert_rows(root, "t", ["id"], [(i,) for i in range(1, 31)])
+    counted(root, "t")
     monkeypatch.setenv("MYSQL_CDC_PROFILE_CLI_TEST",
                        f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}")
     assert main(["plan", "--source", "cli-test", "--tables", f"{db}[.]t", "--chunk-size", "10"]) == 0

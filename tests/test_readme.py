@@ -11,7 +11,7 @@ import pytest
 
 from mysql_cdc.docs import option_table, type_table
 from mysql_cdc.profiles import ConnectionProfile, profile_from_url
-from tests.helpers import give_server_profile, insert_rows
+from tests.helpers import counted, give_server_profile, insert_rows
 from tests.servers import ServerInfo
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
@@ -53,6 +53,7 @@ def shop(info: ServerInfo, profile: ConnectionProfile) -> Iterator[str]:
     cur.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY, amount DECIMAL(10,2))")
     conn.select_db("shop")
     insert_rows(conn, "orders", ["id", "amount"], [(i, i / 4) for i in range(1, 2501)])
+    counted(conn, "orders")  # the README shows three chunks, which follow the row estimate
     url = f"mysql://{profile.user}:{profile.password}@{profile.host}:{profile.port}"
     os.environ["SHOP_MYSQL_URL"] = url
     yield url

@@ -15,7 +15,7 @@ from mysql_cdc.profiles import ConnectionProfile
 from mysql_cdc.udtf.convert import batch_to_rows
 from mysql_cdc.udtf.snapshot.reader import ChunkRead, Hooks, SnapshotReader
 from tests.conftest import wait_until
-from tests.helpers import Writer, binlog_end, insert_rows
+from tests.helpers import Writer, binlog_end, counted, insert_rows
 from tests.servers import ServerInfo, ServerProcess
 
 
@@ -25,7 +25,7 @@ def _setup_table(root: Any) -> dict[int, str]:
     insert_rows(root, "t", ["id", "v"], sorted(model.items()))
     # the planner spreads its chunks by the optimizer's row estimate, which a background recount racing the insert
     # can leave at a row or two (CI once planned one chunk for the whole table): counted now, chunks of about 50
-    root.cursor().execute("ANALYZE TABLE t")
+    counted(root, "t")
     return model
 
 
@@ -145,7 +145,7 @@ def test_held_transaction_is_never_claimed(server: ServerProcess, info: ServerIn
         key = 61 + 2 * i  # a free odd key in the chunk that holds 60
         _, _, gtids_before = binlog_end(root)
         file0, pos0, _ = binlog_end(root)
-        server.enable_semisync(timeout_ms=5000)
+        server.enable_semisync(timeout_ms=60000)  # released below, once the chunk is read
         held = threading.Thread(target=_insert_autocommit, args=(info, db, key))
         try:
             held.start()
@@ -165,8 +165,8 @@ def test_held_transaction_is_never_claimed(server: ServerProcess, info: ServerIn
             still_held = cur.fetchone()[0] == 0
             cur.close()
         finally:
+            server.disable_semisync()  # releases the held commit
             held.join(30)
-            server.disable_semisync()
         assert still_held, "the transaction must stay held while the chunk is read (raise the semi-sync timeout)"
         _, _, gtids_after = binlog_end(root)
         if read.high.kind == "gtid":

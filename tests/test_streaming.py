@@ -22,7 +22,7 @@ from mysql_cdc.ids import TableId
 from mysql_cdc.offsets import binlog_file_key
 from mysql_cdc.profiles import ConnectionProfile
 from tests.conftest import ROOT, _repo_env, wait_until
-from tests.helpers import give_server_profile, insert_rows, profile_url
+from tests.helpers import counted, give_server_profile, insert_rows, profile_url
 from tests.servers import ServerInfo
 from tests.stream_job import start as start_stream
 
@@ -234,6 +234,7 @@ def test_stream_offsets_move_while_the_table_is_idle_and_max_rows_bounds_a_batch
     root.cursor().execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
     root.cursor().execute("CREATE TABLE other (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
     insert_rows(root, "t", ["id", "v"], [(k, k) for k in range(1, 301)])
+    counted(root, "t")
     opts = parse_options({"table": f"{db}.t", "state_dir": str(tmp_path / "state"), "chunk_size": 100})
     reader = MysqlCdcStreamReader(profile, opts)
 
