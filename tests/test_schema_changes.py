@@ -6,6 +6,7 @@ table is not snapshotted again); the others snapshot that table again."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import random
 import shutil
@@ -327,3 +328,43 @@ def test_split_decodes_each_row_with_the_schema_it_was_written_with(
     assert resets == [("h_trunc", "truncate")], resets
     h = frames[f"{db}.h_trunc"]
     assert sorted(r["id"] for r in h.where("__op = 'r'").collect()) == sorted([*range(20), 5])  # again after T
+
+
+@pytest.mark.parametrize("server", ["mariadb"], indirect=True)  # MariaDB keeps the old temporal formats
+def test_a_restart_across_an_alter_of_old_temporal_columns_reads_both_formats(
+        classic_spark: Any, info: ServerInfo, profile: ConnectionProfile, db: str, root: Any, tmp_path: Any) -> None:
+    """DATETIME(6) and DATETIME(3) in MariaDB's old format (a table made before 10.1.2) logged without their
+    precision, which the readers take from the schema: a sync stopped, rows written, the table rebuilt in the new
+    format (``ALTER TABLE ... FORCE``), rows written again, then the sync restarted. The rows before the statement
+    are decoded with the schema its history recorded (the old format's, with the precision), those after with
+    the new one's, and the mirror equals the source."""
+    cur = root.cursor()
+    cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
+    try:
+        cur.execute("CREATE TABLE o_old (id INT PRIMARY KEY, d6 DATETIME(6), d3 DATETIME(3), v INT NOT NULL)")
+    finally:
+        cur.execute("SET GLOBAL mysql56_temporal_format = ON")
+    cur.execute("SHOW CREATE TABLE o_old")
+    assert cur.fetchone()[1].count("/* mariadb-5.3 */") == 2  # both columns in the old format
+
+    def rows(ids: range, v: int) -> None:
+        cur.executemany("INSERT INTO o_old VALUES (%s, %s, %s, %s)",
+                        [(i, f"20{i % 90 + 10}-0{i % 9 + 1}-1{i % 9} 1{i % 10}:2{i % 10}:3{i % 10}.{i:06d}",
+                          f"1999-12-31 23:59:5{i % 10}.{i % 1000:03d}", v) for i in ids])
+
+    rows(range(1, 51), 0)
+    to, ck, state = str(tmp_path / "lake"), str(tmp_path / "ck"), str(tmp_path / "state")
+    args = dict(to=to, checkpoint=ck, state_dir=state, tables=f"{db}[.]o_old", source="src",
+                profiles={"src": profile_url(profile)})
+    _sync(classic_spark, args)  # the snapshot, then the binlog up to its end: stopped
+    rows(range(51, 81), 1)  # logged in the old format, after the checkpoint
+    cur.execute("UPDATE o_old SET d6 = '2000-01-01 00:00:00.000001', v = v + 1 WHERE id IN (3, 60)")
+    cur.execute("ALTER TABLE o_old FORCE")  # rebuilt in the new format (mysql56_temporal_format is ON)
+    cur.execute("SHOW CREATE TABLE o_old")
+    assert "mariadb-5.3" not in cur.fetchone()[1]
+    rows(range(81, 101), 2)  # logged in the new format
+    cur.execute("UPDATE o_old SET d3 = '2001-02-03 04:05:06.789', v = v + 1 WHERE id IN (4, 70, 90)")
+    _sync(classic_spark, args)  # the restart reads across the statement
+    _check(info, db, to, "o_old")
+    assert _mirror(to, db, "o_old")[1][59][1] == dt.datetime(2000, 1, 1, 0, 0, 0, 1)  # id 60: microseconds kept
+    assert _actions(state, db, "o_old")[0] == "snapshot"
