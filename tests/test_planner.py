@@ -635,6 +635,7 @@ def test_a_table_the_optimizer_thinks_small_is_still_split(profile: ConnectionPr
     just filled (MySQL once estimated 28 rows for 100 just inserted). An estimate of 3 rows for 500 made one chunk
     of the whole table; a count of at most chunk_size + 1 rows now checks an estimate of one chunk, and the table
     is split by queries. The estimate is set here as the server's persistent statistics hold it."""
+    from mysql_cdc.chunks import even_bounds
     from mysql_cdc.planner.splitter import approx_rows
 
     cur = root.cursor()
@@ -652,6 +653,7 @@ def test_a_table_the_optimizer_thinks_small_is_still_split(profile: ConnectionPr
     conn = connect(profile)
     try:
         assert approx_rows(conn, schema) == 3  # the optimizer's estimate, as a lagging count leaves it
+        assert even_bounds(1, 500, 3, 50, 0.05, 1000.0) == []  # which made one chunk of the whole table
     finally:
         conn.close()
     chunks = _plan(profile, f"{db}\\.small", chunk_size=50)
